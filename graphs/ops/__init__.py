@@ -1,0 +1,1 @@
+"""Built-in op kinds; importing this package registers them."""
