@@ -1,1 +1,33 @@
-"""(being written)"""
+"""autoshard: an offline auto-sharding planner.
+
+The public import surface: plan a graph on a mesh (:func:`plan`), the sharding vocabulary
+(:class:`Mesh`, the placements, :class:`TensorSharding`), the plan object, and the names users
+need from the generic packages underneath (graphs, cost model, solver) so they never have to
+import those directly.
+"""
+
+from autoshard import errors
+from autoshard.errors import AutoshardError
+from autoshard.mesh import Mesh
+from autoshard.placements import (
+    Partial,
+    Replicate,
+    Shard,
+    StridedShard,
+    _StridedShard,
+    parse_placement,
+)
+from autoshard.plan_record import Plan
+from autoshard.planner import plan
+from autoshard.sharding import TensorSharding
+from autoshard.strategies import Strategy, enumerate_strategies
+from costmodel import Link, Topology, get_preset, preset_names
+from graphs import OpGraph, load, zoo
+from solver import ChoiceProblem, solve
+
+__all__ = [
+    "AutoshardError", "ChoiceProblem", "Link", "Mesh", "OpGraph", "Partial", "Plan",
+    "Replicate", "Shard", "Strategy", "StridedShard", "TensorSharding", "Topology",
+    "_StridedShard", "enumerate_strategies", "errors", "get_preset", "load", "parse_placement",
+    "plan", "preset_names", "solve", "zoo",
+]

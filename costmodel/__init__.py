@@ -1,1 +1,74 @@
-"""(being written)"""
+"""costmodel: hardware and link models — bytes, group sizes and links in, seconds out.
+
+Why it exists: the planner must price every strategy and every resharding step of a model on a
+mesh. This package holds the alpha-beta (Hockney) collective formulas of Thakur, Rabenseifner &
+Gropp (2005) and NCCL, a compute roofline, and named hardware presets with their sources.
+
+Promises: pure and deterministic; knows nothing of graphs, placements or solvers (it imports
+none of them); mesh axis names appear only as opaque strings in ``Topology.axis_links``. A
+collective runs over a *group* described as levels ``((size, link), ...)`` inner→outer; the
+byte conventions per collective kind are documented in :mod:`costmodel.collectives`.
+Every function that takes byte counts accepts NumPy arrays and is vectorized.
+
+Example:
+    >>> from costmodel import CollectiveKind, collective_seconds, get_preset
+    >>> h100 = get_preset("dgx-h100")
+    >>> nvlink = h100.levels[0].link
+    >>> seconds = collective_seconds(CollectiveKind.ALL_REDUCE, 1e9, ((8, nvlink),))
+    >>> round(seconds * 1e3, 1)  # Rabenseifner: 2·7/8·1 GB / (450 GB/s) + 6α ≈ 3.9 ms
+    3.9
+"""
+
+from costmodel.collectives import (
+    ALGORITHMS,
+    CollectiveKind,
+    Group,
+    binomial_tree_broadcast,
+    binomial_tree_reduce,
+    collective_seconds,
+    flat_seconds,
+    hierarchical_seconds,
+    pairwise_all_to_all,
+    point_to_point_permute,
+    rabenseifner_all_reduce,
+    recursive_doubling_all_gather,
+    recursive_doubling_all_reduce,
+    recursive_halving_reduce_scatter,
+    reduce_scatter_gather_reduce,
+    ring_all_gather,
+    ring_all_reduce,
+    ring_reduce_scatter,
+    scatter_allgather_broadcast,
+    single_level_seconds,
+    slowest_link,
+)
+from costmodel.compute import compute_seconds, peak_flops
+from costmodel.errors import (
+    CostModelError,
+    InvalidValueError,
+    LinkSpecError,
+    TopologyFileError,
+    UnitError,
+    UnknownDtypeError,
+    UnknownPresetError,
+)
+from costmodel.link import DeviceSpec, Link, Topology, TopologyLevel
+from costmodel.linkspec import known_link_names, parse_link_spec
+from costmodel.presets import STANDARD_LINKS, get_preset, preset_names
+from costmodel.topology_file import dump_topology, load_topology, loads_topology
+from costmodel.units import format_bytes, parse_bandwidth, parse_bytes, parse_duration
+
+__all__ = [
+    "ALGORITHMS", "STANDARD_LINKS", "CollectiveKind", "CostModelError", "DeviceSpec", "Group",
+    "InvalidValueError", "Link", "LinkSpecError", "Topology", "TopologyFileError",
+    "TopologyLevel", "UnitError", "UnknownDtypeError", "UnknownPresetError",
+    "binomial_tree_broadcast", "binomial_tree_reduce", "collective_seconds", "compute_seconds",
+    "dump_topology", "flat_seconds", "format_bytes", "get_preset", "hierarchical_seconds",
+    "known_link_names", "load_topology", "loads_topology", "pairwise_all_to_all",
+    "parse_bandwidth", "parse_bytes", "parse_duration", "parse_link_spec", "peak_flops",
+    "point_to_point_permute", "preset_names", "rabenseifner_all_reduce",
+    "recursive_doubling_all_gather", "recursive_doubling_all_reduce",
+    "recursive_halving_reduce_scatter", "reduce_scatter_gather_reduce", "ring_all_gather",
+    "ring_all_reduce", "ring_reduce_scatter", "scatter_allgather_broadcast",
+    "single_level_seconds", "slowest_link",
+]

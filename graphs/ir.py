@@ -53,7 +53,9 @@ class DType(enum.Enum):
 
     @classmethod
     def parse(cls, text: str) -> DType:
-        """``"bf16"``, ``"bfloat16"``, ``"float32"`` … → member; raises ValueError naming the choices."""
+        """``"bf16"``, ``"bfloat16"``, ``"float32"`` … → member.
+
+        Raises ValueError naming the choices."""
         key = _ALIASES.get(text.strip().lower(), text.strip().lower())
         try:
             return cls(key)

@@ -1,1 +1,37 @@
-"""(being written)"""
+"""Generic "pick one option per node" optimizer: numbers in, choices out.
+
+``solver`` knows nothing about tensors or meshes. A :class:`ChoiceProblem` holds per-node cost
+vectors, per-edge cost matrices and memory (a sum row or per-step liveness terms); :func:`solve`
+returns a :class:`Solution` that is a certificate (status, objective, proven bound, gap).
+Backends: the tree-decomposition DP with Lagrangian memory, HiGHS and CP-SAT (OR-Tools) on the
+aggregated local-polytope MIP, and exhaustive search for tiny problems.
+"""
+
+from solver.api import BACKENDS, solve
+from solver.errors import (
+    Infeasible,
+    InvalidProblemError,
+    NoFiniteOptionError,
+    NoSolutionError,
+    ProblemTooLargeError,
+    SolverError,
+    UnknownBackendError,
+)
+from solver.problem import ChoiceProblem
+from solver.solution import Solution, SolveStats, SolveStatus
+
+__all__ = [
+    "BACKENDS",
+    "ChoiceProblem",
+    "Infeasible",
+    "InvalidProblemError",
+    "NoFiniteOptionError",
+    "NoSolutionError",
+    "ProblemTooLargeError",
+    "Solution",
+    "SolveStats",
+    "SolveStatus",
+    "SolverError",
+    "UnknownBackendError",
+    "solve",
+]

@@ -1,1 +1,15 @@
-"""Built-in op kinds; importing this package registers them."""
+"""Built-in op kinds; importing this package registers each of them exactly once."""
+
+from graphs.ops import (  # noqa: F401 - imported for their registrations
+    attention,
+    einsum,
+    elementwise,
+    embedding,
+    loss,
+    norm,
+    reduce,
+    rotary,
+    shape,
+    softmax,
+    sources,
+)

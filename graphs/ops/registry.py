@@ -17,6 +17,11 @@ Contract of the callables (``ins``/``outs`` are tuples of :class:`TensorSpec`):
   Partial(sum) (the rest not Partial), the output is Partial(sum): ``add`` has ``{0, 1}``
   (P + P = P), ``mul`` and ``einsum`` have ``{0}`` and ``{1}`` (linear in each operand),
   ``neg``/``reshape``/``sum`` have ``{0}``.
+* ``local_attrs(attrs, local_ins, local_outs) -> attrs`` (optional): the attrs to run the
+  reference with on local shards, for kinds whose attrs name global sizes the local data
+  cannot recover (``reshape``'s target shape: a split (a b) → a, b sharded on a or on b gives
+  the same local data but different local shapes). None means the attrs are used unchanged;
+  :func:`local_attrs` applies the rule.
 """
 
 from __future__ import annotations
@@ -77,12 +82,20 @@ class OpDef:
     optional_attrs: Mapping[str, Any] = None  # type: ignore[assignment]
     vjp: Callable[..., Any] | None = None
     doc: str = ""
+    local_attrs: Callable[[Attrs, Specs, Specs], Attrs] | None = None
 
     def __post_init__(self) -> None:
         if self.required_attrs is None:
             object.__setattr__(self, "required_attrs", {})
         if self.optional_attrs is None:
             object.__setattr__(self, "optional_attrs", {})
+
+
+def local_attrs(opdef: OpDef, attrs: Attrs, local_ins: Specs, local_outs: Specs) -> Attrs:
+    """Attrs for running ``opdef.reference`` on local shards of the given local shapes."""
+    if opdef.local_attrs is None:
+        return attrs
+    return opdef.local_attrs(attrs, local_ins, local_outs)
 
 
 _REGISTRY: dict[str, OpDef] = {}

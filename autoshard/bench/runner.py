@@ -1,0 +1,30 @@
+"""Dispatch ``autoshard bench NAME`` to the benchmark module that owns NAME.
+
+Each benchmark module exposes ``run(out_dir, quick=False) -> list[Path]`` and writes CSV (and
+plots) that state the command and the machine that made them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from pathlib import Path
+
+from autoshard.errors import UsageError
+
+BENCHMARKS = {
+    "enumerate": "autoshard.bench.enumerate",
+    "reshard": "autoshard.bench.reshard",
+    "solver": "autoshard.bench.solver",
+}
+
+
+def run_benchmark(name: str, out_dir: Path, *, quick: bool = False) -> list[Path]:
+    if name not in BENCHMARKS:
+        close = difflib.get_close_matches(name, sorted(BENCHMARKS), n=2)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        choices = ", ".join(sorted(BENCHMARKS))
+        raise UsageError(f'unknown benchmark "{name}" (choose one of {choices}){hint}')
+    module = importlib.import_module(BENCHMARKS[name])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return list(module.run(out_dir, quick=quick))

@@ -1,0 +1,82 @@
+"""The exception tree of the sharding domain and the product.
+
+Every error a user can cause derives from :class:`AutoshardError` and carries the culprit as
+structured fields (the axis, the tensor, the bytes needed) as well as a message that says what
+to do. The CLI turns each one into a single stderr line and a non-zero exit; Python callers can
+catch the root or a precise subclass.
+"""
+
+from __future__ import annotations
+
+from costmodel import format_bytes
+
+
+class AutoshardError(Exception):
+    """Root of every error autoshard raises on bad input."""
+
+
+class UsageError(AutoshardError):
+    """Options that contradict each other or name something that does not exist."""
+
+
+class MeshError(AutoshardError):
+    """A mesh that cannot exist: bad axis names or sizes, wrong device list."""
+
+    def __init__(self, message: str, *, axis: str | None = None) -> None:
+        super().__init__(message)
+        self.axis = axis
+
+
+class PlacementError(AutoshardError):
+    """A placement or sharding that does not fit its tensor or mesh."""
+
+
+class NotDivisibleError(PlacementError):
+    """A dim's size does not divide by the mesh axes that shard it."""
+
+    def __init__(self, message: str, *, dim: int, size: int, shards: int) -> None:
+        super().__init__(message)
+        self.dim, self.size, self.shards = dim, size, shards
+
+
+class TopologyError(AutoshardError):
+    """The topology or a link override does not fit the mesh."""
+
+
+class InfeasibleError(AutoshardError):
+    """No plan satisfies the constraints (memory, time limit)."""
+
+
+class MemoryTooSmallError(InfeasibleError):
+    """Even the plan with the smallest peak memory does not fit in the device memory."""
+
+    def __init__(self, *, needed_bytes: float, limit_bytes: float, mesh: str,
+                 exact: bool = True) -> None:
+        bound = "needs" if exact else "needs at least"
+        super().__init__(
+            f"no plan fits in {format_bytes(limit_bytes)} per device on mesh {mesh}: the "
+            f"smallest plan {bound} {format_bytes(needed_bytes)} per device; raise --memory, "
+            "use a larger mesh, or a smaller model/batch")
+        self.needed_bytes, self.limit_bytes, self.mesh = needed_bytes, limit_bytes, mesh
+
+
+class SolverTimeoutError(InfeasibleError):
+    """The solver found no feasible plan within the time limit."""
+
+
+class OutputExistsError(AutoshardError):
+    """Writing the plan would overwrite files the user already has."""
+
+    def __init__(self, directory: str, files: tuple[str, ...]) -> None:
+        super().__init__(
+            f"{directory} already holds {', '.join(files)}; choose another --out directory "
+            "or pass --force to overwrite them")
+        self.directory, self.files = directory, files
+
+
+class PlanFileError(AutoshardError):
+    """A plan file that cannot be read back."""
+
+    def __init__(self, source: str, message: str) -> None:
+        super().__init__(f"plan file {source}: {message}")
+        self.source = source

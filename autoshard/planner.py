@@ -1,0 +1,206 @@
+"""The planning pipeline: graph + mesh + topology → a certified, fully priced Plan.
+
+Phases: enumerate each op's strategies (derived from its dimension signature, cached per
+structurally identical op), price them (local roofline compute + intra-op collectives), price
+every producer→consumer edge as a matrix of cheapest reshards, hand the numbers to
+``solver.solve``, and decode the choice into a :class:`~autoshard.plan.Plan` in which every
+priced reshard is emitted with its collectives and every emitted one was priced.
+
+Conventions the plan states in its notes:
+* graph inputs may arrive in any non-Partial sharding at no cost (their source op is free);
+* parameters are placed by the plan: their sharding is a decision like any other;
+* graph outputs are never left Partial: a strategy that would leave one Partial pays the
+  reshard to the matching non-Partial sharding, and that reshard is emitted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import solver
+from autoshard import planner_costs as pc
+from autoshard.links import MeshLinks
+from autoshard.mesh import Mesh
+from autoshard.plan_record import Objective, Plan, TensorRecord
+from autoshard.strategies import Strategy
+from costmodel import Link, Topology
+from graphs import OpGraph, TensorRole
+
+logger = logging.getLogger(__name__)
+
+NOTES = (
+    "graph inputs may arrive in any non-Partial sharding at no cost",
+    "parameters are placed by the plan (their sharding is a decision)",
+    "graph outputs are never left Partial: the reduction is priced and emitted",
+    "inference memory counts parameters and graph inputs; transient activations are not "
+    "modelled (training plans model saved activations)",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanOptions:
+    """Knobs of one planning run (everything except the graph, mesh and topology)."""
+
+    memory_limit: float | None = None
+    time_limit: float | None = None
+    allow_uneven: bool = False
+    backend: str = "auto"
+    model_name: str | None = None
+
+
+def plan(
+    graph: OpGraph,
+    mesh: Mesh,
+    *,
+    topology: Topology | str = "dgx-h100",
+    links: Mapping[str, str | Link] | None = None,
+    memory_limit: float | None = None,
+    time_limit: float | None = None,
+    training: bool = False,
+    allow_uneven: bool = False,
+    backend: str = "auto",
+    model_name: str | None = None,
+) -> Plan:
+    """Plan the sharding of every tensor of ``graph`` on ``mesh``.
+
+    Args:
+        graph: the operator graph (forward only, or with backward and optimizer ops).
+        mesh: named mesh axes, major to minor.
+        topology: a preset name or a :class:`costmodel.Topology`.
+        links: per-axis link overrides, e.g. ``{"dp": "ib", "tp": "alpha:5us,bw:450GB/s"}``.
+        memory_limit: bytes per device; ``None`` uses the device's HBM capacity.
+        time_limit: seconds for the solver; the best plan found is returned with its gap.
+        training: accepted for symmetry with the CLI; a training graph is planned as given.
+
+    Returns:
+        The :class:`~autoshard.plan.Plan`.
+
+    Raises:
+        autoshard.errors.AutoshardError subclasses: bad mesh or links, infeasible memory.
+    """
+    del training  # the graph says whether it holds backward ops
+    topo = pc.resolve_topology(topology)
+    options = PlanOptions(memory_limit=memory_limit, time_limit=time_limit,
+                          allow_uneven=allow_uneven, backend=backend, model_name=model_name)
+    return _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
+                    options).run()
+
+
+class _Planner:
+    """One planning run; holds the per-run caches so that identical ops cost once."""
+
+    def __init__(self, graph: OpGraph, mesh: Mesh, topology: Topology, links: MeshLinks,
+                 options: PlanOptions):
+        self.graph, self.mesh, self.topology, self.links = graph, mesh, topology, links
+        self.options = options
+        self.ops = graph.topo_ops()
+        self.timings: dict[str, float] = {}
+
+    def run(self) -> Plan:
+        t0 = time.perf_counter()
+        self.strategies = [pc.op_strategies(self.graph, op, self.mesh, self.options.allow_uneven)
+                           for op in self.ops]
+        self.timings["enumerate_s"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        nodes = [pc.node_terms(self.graph, op, strats, self.mesh, self.topology, self.links)
+                 for op, strats in zip(self.ops, self.strategies, strict=True)]
+        edges = pc.edge_matrices(self.graph, self.ops, self.strategies, self.links)
+        self.timings["cost_s"] = time.perf_counter() - t1
+        limit = self.options.memory_limit
+        if limit is None:
+            limit = float(self.topology.device.hbm_bytes)
+        problem = solver.ChoiceProblem(
+            node_costs=[n.cost for n in nodes],
+            edges=[(u, v, m) for u, v, m, _ in edges],
+            node_memory=[n.memory for n in nodes],
+            memory_limit=limit,
+        )
+        t2 = time.perf_counter()
+        try:
+            solution = solver.solve(problem, time_limit=self.options.time_limit,
+                                    backend=self.options.backend)
+        except solver.Infeasible as exc:
+            raise pc.memory_error(exc, limit, self.mesh) from None
+        self.timings["solve_s"] = time.perf_counter() - t2
+        t3 = time.perf_counter()
+        result = self._decode(solution, nodes, edges, limit)
+        self.timings["decode_s"] = time.perf_counter() - t3
+        return result
+
+    def _decode(self, solution: Any, nodes: list[pc.NodeTerms], edges: list[pc.Edge],
+                limit: float) -> Plan:
+        chosen: list[Strategy] = [s[c] for s, c in
+                                  zip(self.strategies, solution.choices, strict=True)]
+        op_records = {}
+        for op, node, strat, choice in zip(self.ops, nodes, chosen, solution.choices,
+                                           strict=True):
+            op_records[op.name] = pc.op_record(self.graph, op, node, strat, int(choice),
+                                                self.links)
+        reshards = pc.decode_reshards(self.graph, self.ops, chosen, edges, self.links)
+        reshards.extend(pc.output_reshards(self.graph, self.ops, chosen, self.links))
+        tensors = _tensor_records(self.graph, self.ops, chosen, self.links)
+        compute = sum(r.compute_s for r in op_records.values())
+        comm = sum(r.comm_s for r in op_records.values()) + sum(r.seconds for r in reshards)
+        total = compute + comm
+        _check_objective(total, solution.objective)
+        peak = float(sum(n.memory[c] for n, c in zip(nodes, solution.choices, strict=True)))
+        objective = Objective(
+            total_s=total, compute_s=compute, comm_s=comm,
+            lower_bound_s=float(min(solution.bound, total)), optimal=bool(solution.optimal),
+            gap=float(solution.gap), status=str(solution.status.name).lower(),
+            solve_s=self.timings.get("solve_s", 0.0))
+        return Plan(
+            model=self.options.model_name or self.graph.name,
+            mesh=tuple(zip(self.mesh.axis_names, self.mesh.axis_sizes, strict=True)),
+            topology=self.topology.name,
+            links=tuple(self.links.describe()),
+            objective=objective,
+            peak_bytes_per_device=peak,
+            limit_bytes=limit,
+            memory_breakdown=pc.memory_breakdown(self.graph, self.ops, nodes, solution.choices),
+            tensors=tensors, ops=op_records, reshards=tuple(reshards),
+            fingerprint=fingerprint(self.graph, self.mesh, self.topology, self.links),
+            notes=NOTES,
+            stats={**{k: round(v, 6) for k, v in self.timings.items()},
+                   "ops": len(self.ops), "options": int(sum(len(s) for s in self.strategies)),
+                   "edges": len(edges)},
+        )
+
+
+def _tensor_records(graph: OpGraph, ops: list[Any], chosen: list[Strategy], links: MeshLinks
+                    ) -> dict[str, TensorRecord]:
+    records: dict[str, TensorRecord] = {}
+    for op, strat in zip(ops, chosen, strict=True):
+        for name, sharding in zip(op.outputs, strat.outputs, strict=True):
+            tensor = graph.tensors[name]
+            if tensor.role is TensorRole.OUTPUT:
+                sharding, _ = pc.output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links)
+            records[name] = TensorRecord(
+                shape=tensor.shape, dtype=tensor.dtype.value, role=tensor.role.value,
+                placements=tuple(str(p) for p in sharding.placements),
+                partition_spec=pc.partition_spec_or_none(sharding),
+                sdy=pc.sdy_string(sharding))
+    return {name: records[name] for name in graph.tensors if name in records}
+
+
+def _check_objective(total: float, solver_objective: float) -> None:
+    if not np.isclose(total, solver_objective, rtol=1e-9, atol=1e-15):
+        msg = (f"decoded plan costs {total!r} s but the solver's objective is "
+               f"{solver_objective!r} s: a priced cost was not emitted or vice versa")
+        raise AssertionError(msg)
+
+
+def fingerprint(graph: OpGraph, mesh: Mesh, topology: Topology, links: MeshLinks) -> str:
+    """A digest of everything the plan depends on, so export/verify can refuse a mismatch."""
+    payload = json.dumps({"graph": graph.to_dict(), "mesh": repr(mesh),
+                          "topology": repr(topology), "links": links.describe()},
+                         sort_keys=True, default=str)
+    return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()

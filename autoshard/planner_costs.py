@@ -1,0 +1,327 @@
+"""The numbers the planner hands to the solver: node cost and memory vectors, edge matrices.
+
+Everything here is cached by the op's *structure* (kind, operand specs, attrs): a 32-layer
+model enumerates, prices and builds matrices for one layer's worth of distinct ops, and the
+other 31 layers reuse the same NumPy arrays.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import solver
+from autoshard.errors import AutoshardError, MemoryTooSmallError, TopologyError
+from autoshard.links import MeshLinks
+from autoshard.mesh import Mesh
+from autoshard.placements import Partial, Replicate, Shard
+from autoshard.plan_record import CollectiveRecord, OpRecord, ReshardRecord
+from autoshard.reshard import find_reshard, reshard_cost_matrix
+from autoshard.sharding import TensorSharding
+from autoshard.strategies import Strategy, enumerate_strategies
+from costmodel import (
+    CollectiveKind,
+    CostModelError,
+    Topology,
+    collective_seconds,
+    compute_seconds,
+    get_preset,
+    load_topology,
+)
+from graphs import Op, OpGraph, TensorRole, TensorSpec, get_op
+
+SOURCE_KINDS = ("input", "param")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeTerms:
+    """Per-option numbers of one op: total cost = compute + comm (intra-op collectives) +
+    fixup (reducing a Partial graph output, reported as a reshard), memory, FLOPs."""
+
+    cost: np.ndarray
+    compute: np.ndarray
+    comm: np.ndarray
+    fixup: np.ndarray
+    memory: np.ndarray
+    flops: np.ndarray
+
+
+Edge = tuple[int, int, np.ndarray, tuple[str, int, int]]
+"""(producer index, consumer index, cost matrix, (tensor, producer output, consumer input))."""
+
+
+def resolve_topology(topology: Topology | str) -> Topology:
+    if isinstance(topology, Topology):
+        return topology
+    try:
+        if topology.endswith(".toml"):
+            return load_topology(topology)
+        return get_preset(topology)
+    except CostModelError as exc:
+        raise TopologyError(str(exc)) from None
+
+
+def attrs_key(attrs: Any) -> str:
+    return json.dumps(_plain(attrs), sort_keys=True)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def structure_key(graph: OpGraph, op: Op) -> tuple[Any, ...]:
+    ins, outs = graph.specs(op)
+    roles = tuple(graph.tensors[t].role is TensorRole.OUTPUT for t in op.outputs)
+    return (op.kind, ins, outs, attrs_key(op.attrs), roles)
+
+
+def op_strategies(graph: OpGraph, op: Op, mesh: Mesh, allow_uneven: bool
+                  ) -> tuple[Strategy, ...]:
+    ins, outs = graph.specs(op)
+    return enumerate_strategies(op.kind, ins, outs, op.attrs, mesh, allow_uneven=allow_uneven)
+
+
+def local_specs(specs: tuple[TensorSpec, ...], shardings: tuple[TensorSharding, ...]
+                ) -> tuple[TensorSpec, ...]:
+    return tuple(TensorSpec(tuple(s.local_shape(t.shape)), t.dtype)
+                 for t, s in zip(specs, shardings, strict=True))
+
+
+_NODE_CACHE: dict[tuple[Any, ...], NodeTerms] = {}
+
+
+def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: Mesh,
+               topology: Topology, links: MeshLinks) -> NodeTerms:
+    """Price every strategy of ``op``: local roofline compute, intra-op and output collectives."""
+    key = (structure_key(graph, op), strategies, repr(topology), links.describe_key())
+    cached = _NODE_CACHE.get(key)
+    if cached is not None:
+        return cached
+    ins, outs = graph.specs(op)
+    opdef = get_op(op.kind)
+    dtype = _compute_dtype(ins, outs)
+    count = len(strategies)
+    compute, comm, fixup = np.zeros(count), np.zeros(count), np.zeros(count)
+    memory, flops = np.zeros(count), np.zeros(count)
+    for k, strat in enumerate(strategies):
+        local_in, local_out = local_specs(ins, strat.inputs), local_specs(outs, strat.outputs)
+        if op.kind not in SOURCE_KINDS:
+            flops[k] = opdef.flops(local_in, local_out, op.attrs)
+            compute[k] = compute_seconds(flops[k], opdef.bytes_moved(local_in, local_out,
+                                                                     op.attrs),
+                                         dtype, topology.device)
+        comm[k] = sum(c.seconds for c in intra_op_collectives(strat, links))
+        fixup[k] = sum(r.seconds for r in _output_fixups(graph, op, strat, links))
+        if op.kind in SOURCE_KINDS:
+            memory[k] = sum(t.nbytes for t in local_out)
+    terms = NodeTerms(cost=compute + comm + fixup, compute=compute, comm=comm, fixup=fixup,
+                      memory=memory, flops=flops)
+    _NODE_CACHE[key] = terms
+    return terms
+
+
+def _compute_dtype(ins: tuple[TensorSpec, ...], outs: tuple[TensorSpec, ...]) -> str:
+    for spec in (*ins, *outs):
+        if spec.dtype.is_float:
+            return spec.dtype.value
+    return "f32"
+
+
+def intra_op_collectives(strat: Strategy, links: MeshLinks) -> tuple[CollectiveRecord, ...]:
+    """Collectives a hand-written rule performs inside the op (e.g. vocab-parallel loss)."""
+    records = []
+    for item in getattr(strat, "intra_op", ()):
+        kind, axes, nbytes = item.kind, tuple(item.axes), float(item.bytes)
+        group = links.group(axes)
+        seconds = float(collective_seconds(CollectiveKind(kind), nbytes, group))
+        size = int(np.prod([n for n, _ in group])) if group else 1
+        records.append(CollectiveRecord(kind=kind, axes=axes, group_size=size, bytes=nbytes,
+                                        seconds=seconds))
+    return tuple(records)
+
+
+def without_partial(sharding: TensorSharding) -> TensorSharding:
+    placements = tuple(Replicate() if isinstance(p, Partial) else p
+                       for p in sharding.placements)
+    if placements == sharding.placements:
+        return sharding
+    return TensorSharding(sharding.mesh, placements, sharding.ndim, sharding.shard_order)
+
+
+_FIX_CACHE: dict[tuple[Any, ...], tuple[TensorSharding, Any]] = {}
+
+
+def output_fix(sharding: TensorSharding, shape: tuple[int, ...], itemsize: int,
+               links: MeshLinks) -> tuple[TensorSharding, Any]:
+    """The cheapest non-Partial layout a graph output can be reduced to, and the reshard.
+
+    Each Partial axis becomes Replicate (all-reduce) or shards a dim (reduce-scatter): a graph
+    output need not be replicated, only complete. Returns ``(sharding, None)`` when nothing is
+    Partial.
+    """
+    partial_axes = [a for a, p in enumerate(sharding.placements) if isinstance(p, Partial)]
+    if not partial_axes:
+        return sharding, None
+    key = (sharding, shape, itemsize, links.describe_key())
+    if key in _FIX_CACHE:
+        return _FIX_CACHE[key]
+    choices = [Replicate(), *(Shard(d) for d in range(sharding.ndim))]
+    best: tuple[TensorSharding, Any] | None = None
+    for combo in itertools.product(choices, repeat=len(partial_axes)):
+        placements = list(sharding.placements)
+        for axis, placement in zip(partial_axes, combo, strict=True):
+            placements[axis] = placement
+        try:
+            target = TensorSharding(sharding.mesh, tuple(placements), sharding.ndim)
+        except AutoshardError:
+            continue
+        if not target.is_divisible(shape):
+            continue
+        reshard = find_reshard(sharding, target, shape, itemsize, links)
+        if best is None or reshard.seconds < best[1].seconds:
+            best = (target, reshard)
+    if best is None:  # nothing divides: replicate
+        target = without_partial(sharding)
+        best = (target, find_reshard(sharding, target, shape, itemsize, links))
+    _FIX_CACHE[key] = best
+    return best
+
+
+def _output_fixups(graph: OpGraph, op: Op, strat: Strategy, links: MeshLinks) -> list[Any]:
+    fixes = []
+    for name, sharding in zip(op.outputs, strat.outputs, strict=True):
+        tensor = graph.tensors[name]
+        if tensor.role is TensorRole.OUTPUT:
+            _target, reshard = output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links)
+            if reshard is not None:
+                fixes.append(reshard)
+    return fixes
+
+
+def edge_matrices(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy, ...]],
+                  links: MeshLinks) -> list[Edge]:
+    """One matrix per (producer output → consumer input) use, in a stable order."""
+    index = {op.name: i for i, op in enumerate(ops)}
+    produced_by: dict[str, tuple[int, int]] = {}
+    for i, op in enumerate(ops):
+        for j, name in enumerate(op.outputs):
+            produced_by[name] = (i, j)
+    cache: dict[tuple[Any, ...], np.ndarray] = {}
+    edges: list[Edge] = []
+    for v, op in enumerate(ops):
+        for i, name in enumerate(op.inputs):
+            u, j = produced_by[name]
+            tensor = graph.tensors[name]
+            srcs = tuple(s.outputs[j] for s in strategies[u])
+            dsts = tuple(s.inputs[i] for s in strategies[v])
+            key = (srcs, dsts, tensor.shape, tensor.dtype.itemsize)
+            matrix = cache.get(key)
+            if matrix is None:
+                matrix = reshard_cost_matrix(srcs, dsts, tensor.shape, tensor.dtype.itemsize,
+                                             links)
+                cache[key] = matrix
+            edges.append((u, v, matrix, (name, j, i)))
+    del index
+    return edges
+
+
+def op_record(graph: OpGraph, op: Op, node: NodeTerms, strat: Strategy, choice: int,
+              links: MeshLinks) -> OpRecord:
+    ins, outs = graph.specs(op)
+    return OpRecord(
+        kind=op.kind, strategy=strat.label,
+        compute_s=float(node.compute[choice]), comm_s=float(node.comm[choice]),
+        flops=float(node.flops[choice]), memory_bytes=float(node.memory[choice]),
+        local_inputs=tuple(t.shape for t in local_specs(ins, strat.inputs)),
+        local_outputs=tuple(t.shape for t in local_specs(outs, strat.outputs)),
+        intra_op=intra_op_collectives(strat, links),
+    )
+
+
+def _records(reshard: Any, links: MeshLinks) -> tuple[CollectiveRecord, ...]:
+    del links
+    return tuple(CollectiveRecord(kind=c.kind, axes=tuple(c.axes), group_size=int(c.group_size),
+                                  bytes=float(c.bytes), seconds=float(c.seconds))
+                 for c in reshard.collectives)
+
+
+def decode_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], edges: list[Edge],
+                    links: MeshLinks) -> list[ReshardRecord]:
+    """Every producer→consumer conflict of the chosen plan as an explicit, priced reshard."""
+    records = []
+    for u, v, _matrix, (name, j, i) in edges:
+        src, dst = chosen[u].outputs[j], chosen[v].inputs[i]
+        if src == dst:
+            continue
+        tensor = graph.tensors[name]
+        reshard = find_reshard(src, dst, tensor.shape, tensor.dtype.itemsize, links)
+        records.append(ReshardRecord(
+            tensor=name, producer=ops[u].name, consumer=ops[v].name,
+            src=tuple(str(p) for p in src.placements), dst=tuple(str(p) for p in dst.placements),
+            collectives=_records(reshard, links)))
+    return records
+
+
+def output_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], links: MeshLinks
+                    ) -> list[ReshardRecord]:
+    """The reductions that keep graph outputs from being left Partial (priced in node costs)."""
+    records = []
+    for op, strat in zip(ops, chosen, strict=True):
+        for name, sharding in zip(op.outputs, strat.outputs, strict=True):
+            tensor = graph.tensors[name]
+            if tensor.role is not TensorRole.OUTPUT:
+                continue
+            target, reshard = output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links)
+            if reshard is None:
+                continue
+            records.append(ReshardRecord(
+                tensor=name, producer=op.name, consumer="<output>",
+                src=tuple(str(p) for p in sharding.placements),
+                dst=tuple(str(p) for p in target.placements),
+                collectives=_records(reshard, links)))
+    return records
+
+
+def memory_breakdown(graph: OpGraph, ops: list[Op], nodes: list[NodeTerms], choices: Any
+                     ) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for op, node, c in zip(ops, nodes, choices, strict=True):
+        if op.kind in SOURCE_KINDS:
+            role = graph.tensors[op.outputs[0]].role.value
+            totals[role] = totals.get(role, 0.0) + float(node.memory[c])
+    return dict(sorted(totals.items()))
+
+
+def partition_spec_or_none(sharding: TensorSharding) -> tuple[Any, ...] | None:
+    try:
+        return tuple(sharding.to_partition_spec())
+    except Exception:
+        return None
+
+
+def sdy_string(sharding: TensorSharding) -> str | None:
+    """``#sdy.sharding<@mesh, [{"dp"}, {}]>`` when the sharding is expressible in Shardy."""
+    spec = partition_spec_or_none(sharding)
+    if spec is None:
+        return None
+    dims = []
+    for entry in spec:
+        axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+        dims.append("{" + ", ".join(f'"{a}"' for a in axes) + "}")
+    dims.extend("{}" for _ in range(sharding.ndim - len(spec)))
+    unreduced = [axis for axis, _op in sharding.partial_axes]
+    tail = f", unreduced={{{', '.join(repr(a) for a in unreduced)}}}" if unreduced else ""
+    return f"#sdy.sharding<@mesh, [{', '.join(dims)}]{tail}>"
+
+
+def memory_error(exc: solver.Infeasible, limit: float, mesh: Mesh) -> MemoryTooSmallError:
+    return MemoryTooSmallError(needed_bytes=float(exc.min_peak), limit_bytes=float(limit),
+                               mesh=str(mesh))

@@ -1,0 +1,68 @@
+"""The costmodel exception tree: one root, subclasses named for what went wrong.
+
+Every error carries structured fields (the spec, the file, the key) so callers such as the
+``autoshard`` CLI can enrich or reformat them; every message names the culprit and what is
+accepted instead.
+"""
+
+from __future__ import annotations
+
+
+class CostModelError(ValueError):
+    """Root of every error raised by :mod:`costmodel`."""
+
+
+class UnitError(CostModelError):
+    """A quantity string ("80GiB", "5us", "25GB/s") could not be parsed.
+
+    Fields: ``text`` the culprit, ``quantity`` what it should have been ("bytes", ...).
+    """
+
+    def __init__(self, message: str, *, text: str = "", quantity: str = "") -> None:
+        super().__init__(message)
+        self.text, self.quantity = text, quantity
+
+
+class UnknownPresetError(CostModelError):
+    """A topology preset name is not known; ``close`` lists near matches."""
+
+    def __init__(self, message: str, *, name: str, close: tuple[str, ...] = (),
+                 known: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.name, self.close, self.known = name, close, known
+
+
+class LinkSpecError(CostModelError):
+    """A ``--link`` spec ("nvlink", "alpha:5us,bw:25GB/s") is malformed or unknown."""
+
+    def __init__(self, message: str, *, spec: str) -> None:
+        super().__init__(message)
+        self.spec = spec
+
+
+class TopologyFileError(CostModelError):
+    """A TOML topology file is unreadable or has a bad key; names the file and the key."""
+
+    def __init__(self, file: str, key: str, message: str) -> None:
+        where = f"{file}: key {key!r}: " if key else f"{file}: "
+        super().__init__(where + message)
+        self.file, self.key, self.detail = file, key, message
+
+
+class InvalidValueError(CostModelError):
+    """A value handed to a costmodel constructor or function is out of range.
+
+    Fields: ``field`` the parameter name, ``value`` the rejected value.
+    """
+
+    def __init__(self, message: str, *, field: str = "", value: object = None) -> None:
+        super().__init__(message)
+        self.field, self.value = field, value
+
+
+class UnknownDtypeError(CostModelError):
+    """A dtype has no peak FLOP/s on the device (nor any documented fallback)."""
+
+    def __init__(self, message: str, *, dtype: str, device: str) -> None:
+        super().__init__(message)
+        self.dtype, self.device = dtype, device

@@ -1,0 +1,165 @@
+"""Named hardware records (device + link hierarchy), each number with its source.
+
+Why: ``--topology dgx-h100`` must mean one well-documented machine, and studies need a
+unit-less ``generic`` mesh. Every constant below carries a citation comment; nothing is inline
+elsewhere. Sources are collected in /work/shared/reference/ground-truth.md §1.5, §1.6, §6.
+
+Alphas (per algorithm step, not per collective): NCCL's own model charges a per-step hardware
+latency (``src/graph/tuning.cc`` ``hwLat``, ring, LL128 protocol — the protocol NCCL uses for
+mid-size messages): NVLink 1.9 µs, PCIe 2.5 µs, network 4.0 µs; Ethernet/DCN sockets use the
+Simple-protocol network figure, 14 µs. TPU ICI: ≈1 µs per hop (jax-ml scaling-book
+``sharding.md``, ``T_min``).
+
+Efficiency 0.6 for every real device: large bf16 matmuls reach ~60-70% of dense peak in
+practice (e.g. ~600-700 of 989 TFLOP/s on H100), and the roofline applies it to every op.
+Minimum kernel time 4 µs on GPUs (CUDA launch overhead of a few µs), 1 µs on TPUs (XLA fuses
+and issues ops back to back without host launches).
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+
+from costmodel.errors import UnknownPresetError
+from costmodel.link import DeviceSpec, Link, Topology, TopologyLevel
+
+logger = logging.getLogger(__name__)
+
+
+# NCCL tuning.cc hwLat, ring, LL128 column (µs): NVLink 1.9, PCI 2.5, NET 4.0; Simple NET 14.
+NVLINK_ALPHA_S = 1.9e-6
+PCIE_ALPHA_S = 2.5e-6
+IB_ALPHA_S = 4.0e-6
+ETHERNET_ALPHA_S = 14.0e-6
+# scaling-book sharding.md: "T_min ≈ 1 µs" per ICI hop.
+ICI_ALPHA_S = 1.0e-6
+
+# NVLink4 (H100 SXM5): 18 links, 450 GB/s per direction (NVIDIA H100 product page).
+NVLINK4 = Link.from_bandwidth(NVLINK_ALPHA_S, 450e9, "nvlink")
+# NVLink3 (A100 SXM4): 12 links, 300 GB/s per direction (NVIDIA A100 datasheet).
+NVLINK3 = Link.from_bandwidth(NVLINK_ALPHA_S, 300e9, "nvlink")
+# DGX H100: 8× ConnectX-7 NDR 400 Gb/s per node, one per GPU → 400/8 = 50 GB/s per GPU.
+IB_NDR = Link.from_bandwidth(IB_ALPHA_S, 400e9 / 8, "ib")
+# DGX A100: 8× HDR 200 Gb/s per node, one per GPU → 25 GB/s per GPU (nccl issue 812).
+IB_HDR = Link.from_bandwidth(IB_ALPHA_S, 200e9 / 8, "ib")
+# PCIe Gen5 x16: 32 GT/s × 16 lanes ≈ 64 GB/s per direction; Gen4 x16 half of that.
+PCIE_GEN5 = Link.from_bandwidth(PCIE_ALPHA_S, 64e9, "pcie")
+PCIE_GEN4 = Link.from_bandwidth(PCIE_ALPHA_S, 32e9, "pcie")
+# 100 GbE: 100 Gb/s = 12.5 GB/s.
+ETHERNET_100G = Link.from_bandwidth(ETHERNET_ALPHA_S, 100e9 / 8, "ethernet")
+# TPU v5e ICI: 4.5e10 B/s one-way per link (scaling-book tpus.md). Sub-pod v5e axes (< 16)
+# have no wraparound, so a ring runs one way: β = 1/4.5e10 (scaling-book's 4-chip example:
+# 34 MB all-gather, theory ≈ 560 µs = 34e6·3/4 / 4.5e10).
+ICI_V5E = Link.from_bandwidth(ICI_ALPHA_S, 4.5e10, "ici")
+# TPU v5p ICI: 9e10 B/s one-way per link, 1.8e11 bidirectional; 3-D torus with wraparound, so
+# a ring uses both directions (scaling-book: AllGather T = V / W_ICI,bidirectional).
+ICI_V5P = Link.from_bandwidth(ICI_ALPHA_S, 1.8e11, "ici")
+# v5e hosts: 2× 100 Gb/s NICs per host of 8 chips → 25 Gb/s = 3.125e9 B/s per chip
+# (cloud.google.com/tpu/docs/v5e).
+DCN_V5E = Link.from_bandwidth(ETHERNET_ALPHA_S, 200e9 / 8 / 8, "dcn")
+# v5p: DCN 50 Gb/s per chip = 6.25e9 B/s (cloud.google.com/tpu/docs/v5p).
+DCN_V5P = Link.from_bandwidth(ETHERNET_ALPHA_S, 50e9 / 8, "dcn")
+
+STANDARD_LINKS: dict[str, Link] = {
+    "nvlink": NVLINK4, "ib": IB_NDR, "pcie": PCIE_GEN5, "ici": ICI_V5P,
+    "ethernet": ETHERNET_100G,
+}
+"""Fallback meaning of the link names ``--link`` accepts when a topology does not define them."""
+
+GPU_EFFICIENCY = 0.6
+TPU_EFFICIENCY = 0.6
+GPU_MIN_KERNEL_S = 4e-6
+TPU_MIN_KERNEL_S = 1e-6
+
+# H100 SXM5 80GB: dense bf16/f16 989.4 TFLOP/s, FP8 1978.9, INT8 1978.9 TOPS, FP32 (non-tensor)
+# 67, FP64 tensor 67; 80 GB HBM3 at 3.35 TB/s (nvidia.com/en-us/data-center/h100).
+H100 = DeviceSpec(name="H100-SXM5-80GB",
+                  peak_flops_per_s={"bf16": 989e12, "f16": 989e12, "f8e4m3": 1978.9e12,
+                                    "int8": 1978.9e12, "f32": 67e12, "f64": 67e12},
+                  hbm_bytes=80 * 10**9, hbm_bw_bytes_per_s=3.35e12,
+                  efficiency=GPU_EFFICIENCY, min_kernel_s=GPU_MIN_KERNEL_S)
+# A100 SXM4 80GB: dense bf16/f16 312 TFLOP/s, INT8 624 TOPS, FP32 19.5, FP64 tensor 19.5;
+# 80 GB HBM2e at 2,039 GB/s (NVIDIA A100 datasheet).
+A100 = DeviceSpec(name="A100-SXM4-80GB",
+                  peak_flops_per_s={"bf16": 312e12, "f16": 312e12, "int8": 624e12,
+                                    "f32": 19.5e12, "f64": 19.5e12},
+                  hbm_bytes=80 * 10**9, hbm_bw_bytes_per_s=2.039e12,
+                  efficiency=GPU_EFFICIENCY, min_kernel_s=GPU_MIN_KERNEL_S)
+# TPU v5e: 197 TFLOP/s bf16, 394 int8; 16 GB HBM2 at 819 GB/s (cloud.google.com/tpu/docs/v5e).
+# f32 matmuls run as one bf16 MXU pass under JAX's default precision, hence f32 = bf16 peak.
+TPU_V5E = DeviceSpec(name="TPU-v5e",
+                     peak_flops_per_s={"bf16": 197e12, "f32": 197e12, "int8": 394e12},
+                     hbm_bytes=16 * 10**9, hbm_bw_bytes_per_s=819e9,
+                     efficiency=TPU_EFFICIENCY, min_kernel_s=TPU_MIN_KERNEL_S)
+# TPU v5p: 459 TFLOP/s bf16, 918 int8; 95 GB HBM2e at 2,765 GB/s (cloud.google.com/tpu/docs/v5p).
+TPU_V5P = DeviceSpec(name="TPU-v5p",
+                     peak_flops_per_s={"bf16": 459e12, "f32": 459e12, "int8": 918e12},
+                     hbm_bytes=95 * 10**9, hbm_bw_bytes_per_s=2.765e12,
+                     efficiency=TPU_EFFICIENCY, min_kernel_s=TPU_MIN_KERNEL_S)
+
+UNIT_LINK = Link(1.0, 1.0, "generic")
+# Unit-less studies (as Alpa's mesh_alpha = mesh_beta = 1): communication only, compute free.
+GENERIC_DEVICE = DeviceSpec(name="generic", peak_flops_per_s={"f32": float("inf")},
+                            hbm_bytes=2**60, hbm_bw_bytes_per_s=float("inf"),
+                            efficiency=1.0, min_kernel_s=0.0)
+
+
+def _dgx(name: str, device: DeviceSpec, nvlink: Link, ib: Link, pcie: Link) -> Topology:
+    levels = (TopologyLevel(name="node", devices=8, link=nvlink),
+              TopologyLevel(name="cluster", devices=None, link=ib))
+    return Topology(name=name, device=device, levels=levels,
+                    named_links={"pcie": pcie, "ethernet": ETHERNET_100G})
+
+
+def _tpu(name: str, device: DeviceSpec, ici: Link, pod: int, dcn: Link) -> Topology:
+    # A torus gives every mesh axis its own ICI links, so every axis inside a pod sees the
+    # per-axis bandwidth of ``ici``; a group spanning two torus axes is priced as one ring at
+    # that bandwidth (conservative: scaling-book's V/(W·n_axes) would use both axes' links).
+    levels = (TopologyLevel(name="pod", devices=pod, link=ici),
+              TopologyLevel(name="dcn", devices=None, link=dcn))
+    return Topology(name=name, device=device, levels=levels,
+                    named_links={"ethernet": ETHERNET_100G, "pcie": PCIE_GEN4})
+
+
+def _generic() -> Topology:
+    names = ("nvlink", "ib", "pcie", "ici", "ethernet")
+    return Topology(name="generic", device=GENERIC_DEVICE,
+                    levels=(TopologyLevel(name="mesh", devices=None, link=UNIT_LINK),),
+                    named_links={name: Link(1.0, 1.0, name) for name in names})
+
+
+_PRESETS: dict[str, Topology] = {
+    "dgx-h100": _dgx("dgx-h100", H100, NVLINK4, IB_NDR, PCIE_GEN5),
+    "dgx-a100": _dgx("dgx-a100", A100, NVLINK3, IB_HDR, PCIE_GEN4),
+    # v5e pod: 16×16 = 256 chips, 2-D torus.
+    "tpu-v5e": _tpu("tpu-v5e", TPU_V5E, ICI_V5E, 256, DCN_V5E),
+    # v5p pod: 8,960 chips, 3-D torus.
+    "tpu-v5p": _tpu("tpu-v5p", TPU_V5P, ICI_V5P, 8960, DCN_V5P),
+    "generic": _generic(),
+}
+
+
+def preset_names() -> tuple[str, ...]:
+    """Names accepted by :func:`get_preset`, sorted."""
+    return tuple(sorted(_PRESETS))
+
+
+def get_preset(name: str) -> Topology:
+    """The preset topology called ``name`` (case and ``_``/``-`` insensitive).
+
+    Raises:
+        UnknownPresetError: listing close names and every known one.
+
+    Example:
+        >>> get_preset("dgx-h100").device.peak_flops_per_s["bf16"]
+        989000000000000.0
+    """
+    key = str(name).strip().lower().replace("_", "-")
+    if key in _PRESETS:
+        return _PRESETS[key]
+    close = tuple(difflib.get_close_matches(key, preset_names(), n=3, cutoff=0.5))
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    message = (f"unknown topology preset {name!r}; {hint}known presets: "
+               f"{', '.join(preset_names())} (or a .toml topology file)")
+    raise UnknownPresetError(message, name=str(name), close=close, known=preset_names())

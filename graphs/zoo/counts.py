@@ -1,0 +1,68 @@
+"""Closed-form parameter counts, computed from a config without building a graph.
+
+Why a second count: the graph's count (the sum of its PARAM tensors) and this formula are
+written independently, so tests that compare them catch a builder that forgets or duplicates
+a weight, and `autoshard models` can list a 405B model without building it.
+
+Per decoder layer with hidden h, q width a = heads·d, kv width k = kv_heads·d, FFN f:
+attention h·a + 2·h·k + a·h (+ a + 2k + h biases), FFN (3 if gated else 2)·h·f (+ f + h biases),
+two norms of h each (2h each with LayerNorm's bias). Around the layers: token table V·h,
+learned positions context·h, a final norm, and an untied head h·V.
+
+Example (GPT-2 small: h 768, 12 layers, V 50257, context 1024, tied):
+12·(12h² + 13h) + V·h + 1024·h + 2h = 124,439,808.
+
+    >>> from graphs.zoo.configs import config
+    >>> param_count(config("gpt2"))
+    124439808
+    >>> h = 768
+    >>> 12 * (12 * h * h + 13 * h) + 50257 * h + 1024 * h + 2 * h
+    124439808
+"""
+
+from __future__ import annotations
+
+from graphs.zoo.configs import Family, ModelConfig, Norm, Position
+
+
+def norm_params(config: ModelConfig) -> int:
+    """Weights of one normalization layer."""
+    if config.norm is Norm.LAYER_NORM:
+        return 2 * config.hidden
+    if config.norm is Norm.RMS_NORM:
+        return config.hidden
+    return 0
+
+
+def attention_params(config: ModelConfig) -> int:
+    q_width = config.heads * config.head_dim
+    kv_width = config.kv_heads * config.head_dim
+    weights = 2 * config.hidden * q_width + 2 * config.hidden * kv_width
+    biases = q_width + 2 * kv_width + config.hidden if config.bias else 0
+    return weights + biases
+
+
+def ffn_params(config: ModelConfig) -> int:
+    matrices = 3 if config.gated else 2
+    biases = config.ffn + config.hidden if config.bias else 0
+    return matrices * config.hidden * config.ffn + biases
+
+
+def layer_params(config: ModelConfig) -> int:
+    """One block: for MLP just the two matrices; else attention, FFN and two norms."""
+    if config.family is Family.MLP:
+        return ffn_params(config)
+    return attention_params(config) + ffn_params(config) + 2 * norm_params(config)
+
+
+def param_count(config: ModelConfig) -> int:
+    """Total trainable parameters of the model ``config`` describes (tied weights once)."""
+    total = config.layers * layer_params(config)
+    if config.vocab is None:
+        return total
+    total += config.vocab * config.hidden + norm_params(config)
+    if config.position is Position.LEARNED and config.context is not None:
+        total += config.context * config.hidden
+    if not config.tied_embeddings:
+        total += config.hidden * config.vocab
+    return total

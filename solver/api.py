@@ -1,0 +1,224 @@
+"""``solve``: reductions, then the tree DP, then an ILP only when the DP cannot prove the answer.
+
+The pipeline follows the measured recommendation in ilp-backends.md: exact reductions, then
+DP + Lagrange (plan and certified bound in about linear time); stop if the gap is closed;
+otherwise HiGHS (or CP-SAT) on the aggregated marginal MIP, hinted with the DP plan, under the
+remaining time. The answer is always re-scored on the user's float costs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+
+from solver.backends.cpsat import solve_cpsat
+from solver.backends.highs import solve_highs
+from solver.backends.result import BackendResult
+from solver.compact import Indexed, Work, build_work, index_work
+from solver.dp import DPResult, lagrange_dp
+from solver.errors import (
+    Infeasible,
+    NoSolutionError,
+    ProblemTooLargeError,
+    UnknownBackendError,
+)
+from solver.exact import exhaustive
+from solver.peak import min_peak
+from solver.problem import ChoiceProblem
+from solver.reduce import MemoryExhausted, reduce_work
+from solver.solution import OPTIMALITY_GAP, Solution, SolveStats, SolveStatus
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "highs", "cpsat", "dp", "exhaustive")
+# ``auto`` hands a DP answer to the ILP only when the ILP can plausibly close the gap in
+# reasonable time: up to AUTO_ILP_MAX_NODES nodes always, above that only when the DP gap is
+# larger than AUTO_LARGE_GAP (ilp-backends.md: HiGHS needs ~49 s at 5,000 nodes just to reach
+# the DP's 1e-6-level gap, and cannot solve the root LP at 20,000 nodes in 60 s).
+AUTO_ILP_MAX_NODES = 2000
+AUTO_LARGE_GAP = 1e-3
+
+
+class _Clock:
+    def __init__(self, time_limit: float | None):
+        self.start = time.perf_counter()
+        self.deadline = None if time_limit is None else self.start + time_limit
+        self.phases: list[tuple[str, float]] = []
+        self.mark = self.start
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases.append((name, now - self.mark))
+        self.mark = now
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else max(self.deadline - time.perf_counter(), 0.0)
+
+
+def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str = "auto", *,
+          reductions: bool = True, gap: float = OPTIMALITY_GAP) -> Solution:
+    """Choose one option per node at minimum cost within the memory limit.
+
+    Args:
+        problem: the numbers to optimise.
+        time_limit: seconds; when it runs out the best plan found so far is returned with
+            status ``TIME_LIMIT`` and its gap.
+        backend: ``auto`` (DP, then HiGHS if needed), ``highs``, ``cpsat``, ``dp`` or
+            ``exhaustive`` (tiny problems only).
+        reductions: apply the exact reductions first (off only to measure them).
+        gap: relative gap at which the search may stop.
+
+    Returns:
+        A :class:`Solution` whose objective is recomputed from the float costs.
+
+    Raises:
+        Infeasible: no plan fits the memory limit (carries ``min_peak``).
+        NoFiniteOptionError: a node has no finite option.
+        ProblemTooLargeError: ``exhaustive`` (or ``dp`` on a wide graph) given a big problem.
+
+    Example:
+        >>> import numpy as np
+        >>> p = ChoiceProblem(node_costs=[[1.0, 2.0], [3.0, 1.0]],
+        ...                   edges=[(0, 1, np.array([[0.0, 5.0], [5.0, 0.0]]))])
+        >>> sol = solve(p)
+        >>> sol.choices, sol.objective, sol.optimal
+        ((1, 1), 3.0, True)
+    """
+    if backend not in BACKENDS:
+        raise UnknownBackendError(backend, BACKENDS)
+    clock = _Clock(time_limit)
+    before = (problem.num_nodes, sum(problem.sizes), len(problem.edges))
+    if backend == "exhaustive":
+        choices, objective = exhaustive(problem)
+        clock.lap("exhaustive")
+        return _finish(problem, choices, objective, False, clock, "exhaustive", before, before)
+    work = build_work(problem)
+    _check_memory(work)
+    clock.lap("compact")
+    try:
+        if reductions:
+            reduce_work(work)
+            clock.lap("reduce")
+        ix = index_work(work)
+        x, bound, timed_out, used = _search(ix, backend, gap, clock)
+    except MemoryExhausted:
+        fresh = build_work(problem)
+        raise Infeasible(min_peak=_exact_peak(fresh), limit=float(fresh.limit)) from None
+    choices = work.lift({node: int(x[i]) for i, node in enumerate(ix.ids)}, problem.num_nodes)
+    return _finish(problem, choices, bound, timed_out, clock, used, before, work.size())
+
+
+def _check_memory(work: Work) -> None:
+    if work.limit is None:
+        return
+    for row in work.rows:
+        leanest = sum(float(vec.min()) for vec in row.values())
+        if leanest > work.limit:
+            raise Infeasible(min_peak=_exact_peak(work), limit=work.limit)
+
+
+def _exact_peak(work: Work) -> float:
+    if len(work.rows) == 1:
+        return sum(float(vec.min()) for vec in work.rows[0].values())
+    return min_peak(index_work(work))
+
+
+def _search(ix: Indexed, backend: str, gap: float, clock: _Clock
+            ) -> tuple[np.ndarray, float, bool, str]:
+    best, bound, used = None, -math.inf, backend
+    if backend in ("auto", "dp"):
+        result = lagrange_dp(ix, clock.deadline)
+        clock.lap("dp")
+        best, bound = _take_dp(result, backend, ix)
+        if best is not None and _closed(ix.evaluate(best), bound, gap):
+            return best, bound, False, "dp"
+        used = "highs" if backend == "auto" and _worth_ilp(ix, best, bound) else "dp"
+    timed_out = False
+    if used in ("highs", "cpsat"):
+        run = solve_highs if used == "highs" else solve_cpsat
+        answer: BackendResult = run(ix, best, clock.remaining(), gap)
+        clock.lap(used)
+        if answer.infeasible:
+            raise MemoryExhausted(-1)
+        bound = max(bound, answer.bound)
+        timed_out = answer.timed_out
+        best = _better(ix, best, answer.x)
+    elif backend == "dp" or best is None:
+        timed_out = clock.deadline is not None and clock.remaining() == 0.0
+    if best is None:
+        best = _fallback(ix, clock.deadline)
+    return best, bound, timed_out, used
+
+
+def _worth_ilp(ix: Indexed, best: np.ndarray | None, bound: float) -> bool:
+    if best is None or ix.n <= AUTO_ILP_MAX_NODES:
+        return True
+    return not _closed(ix.evaluate(best), bound, AUTO_LARGE_GAP)
+
+
+def _take_dp(result: DPResult | None, backend: str, ix: Indexed
+             ) -> tuple[np.ndarray | None, float]:
+    if result is None:
+        if backend == "dp":
+            msg = ("the tree-decomposition DP would need tables above its size limit (the "
+                   "graph's treewidth is too large); use backend='auto' or 'highs'")
+            raise ProblemTooLargeError(msg, size=math.inf, limit=float(ix.n))
+        return None, -math.inf
+    return result.x, result.bound
+
+
+def _closed(objective: float, bound: float, gap: float) -> bool:
+    return objective - bound <= gap * max(abs(objective), 1e-300)
+
+
+def _better(ix: Indexed, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    usable = [x for x in (a, b) if x is not None and ix.fits(x) and
+              math.isfinite(ix.evaluate(x))]
+    return min(usable, key=ix.evaluate) if usable else None
+
+
+def _fallback(ix: Indexed, deadline: float | None) -> np.ndarray:
+    """The leanest plan (memory first, then cost): feasible whenever any plan is, for a sum."""
+    memory = [np.zeros(c.size) for c in ix.costs]
+    for row in ix.rows:
+        for i, vec in row:
+            memory[i] = memory[i] + vec
+    x = np.array([int(np.lexsort((c, m))[0]) for c, m in zip(ix.costs, memory, strict=True)])
+    if ix.fits(x) and math.isfinite(ix.evaluate(x)):
+        return x
+    answer = solve_cpsat(ix, None, None, 1.0)
+    if answer.x is None:
+        msg = "no plan that fits the memory limit was found; raise the limit or the time limit"
+        raise NoSolutionError(msg, time_limit=deadline)
+    return answer.x
+
+
+NOISE = 1e-12
+
+
+def _magnitude(problem: ChoiceProblem) -> float:
+    """Sum of the largest finite |cost| per node and per edge: the scale of any objective."""
+    arrays = [*problem.node_costs, *(matrix for _, _, matrix in problem.edges)]
+    return float(sum(np.abs(a[np.isfinite(a)]).max(initial=0.0) for a in arrays))
+
+
+def _finish(problem: ChoiceProblem, choices: tuple[int, ...], bound: float, timed_out: bool,
+            clock: _Clock, backend: str, before: tuple[int, int, int],
+            after: tuple[int, int, int]) -> Solution:
+    objective = problem.evaluate(choices)
+    bound = min(bound, objective)
+    if objective - bound <= NOISE * _magnitude(problem):
+        bound = objective  # below float noise of the costs involved (e.g. an objective of 0)
+    stats = SolveStats(backend=backend, nodes_before=before[0], options_before=before[1],
+                       edges_before=before[2], nodes_after=after[0], options_after=after[1],
+                       edges_after=after[2], seconds=tuple(clock.phases))
+    sol = Solution(choices=choices, objective=objective, bound=bound, status=SolveStatus.OPTIMAL,
+                   stats=stats, peak_memory=problem.peak_memory(choices))
+    if sol.optimal:
+        return sol
+    status = SolveStatus.TIME_LIMIT if timed_out else SolveStatus.FEASIBLE
+    return Solution(choices=choices, objective=objective, bound=bound, status=status,
+                    stats=stats, peak_memory=sol.peak_memory)

@@ -1,0 +1,1 @@
+"""OR-Tools backends over one shared formulation (``formulation.py``)."""

@@ -1,0 +1,162 @@
+"""The working form every reduction and backend shares, and the map back to the user's nodes.
+
+``Work`` holds only finite options, merges equal-choice groups into one node, sums parallel
+edges (either direction) into one matrix per node pair and keeps memory as rows of terms.
+Each current option remembers which original options it stands for (``table``), so a choice in
+the reduced problem lifts back to one option per original node without any undo log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver.errors import NoFiniteOptionError
+from solver.problem import ChoiceProblem
+
+
+@dataclass(slots=True, kw_only=True)
+class Work:
+    """Mutable reduced problem keyed by node id (ids are original representative indices)."""
+
+    costs: dict[int, np.ndarray]
+    adj: dict[int, dict[int, np.ndarray]]
+    rows: list[dict[int, np.ndarray]]
+    limit: float | None
+    members: dict[int, tuple[int, ...]]
+    table: dict[int, np.ndarray]
+
+    def nodes(self) -> list[int]:
+        return sorted(self.costs)
+
+    def restrict(self, node: int, keep: np.ndarray) -> None:
+        """Keep only the options of ``node`` where ``keep`` is true."""
+        if not keep.any():
+            msg = (f"node {self.members[node][0]} has no usable option left: every option is "
+                   f"impossible (inf cost, or inf on every pairing with a neighbour)")
+            raise NoFiniteOptionError(msg, node=self.members[node][0])
+        self.costs[node] = self.costs[node][keep]
+        self.table[node] = self.table[node][keep]
+        for other, matrix in self.adj[node].items():
+            self.adj[node][other] = matrix[keep]
+            self.adj[other][node] = self.adj[node][other].T
+        for row in self.rows:
+            if node in row:
+                row[node] = row[node][keep]
+
+    def remove(self, node: int) -> None:
+        for other in self.adj.pop(node):
+            del self.adj[other][node]
+        for row in self.rows:
+            row.pop(node, None)
+        del self.costs[node], self.members[node], self.table[node]
+
+    def lift(self, choice: dict[int, int], num_nodes: int) -> tuple[int, ...]:
+        out = [-1] * num_nodes
+        for node, option in choice.items():
+            for member, original in zip(self.members[node], self.table[node][option],
+                                        strict=True):
+                out[member] = int(original)
+        if min(out) < 0:
+            raise AssertionError("a reduced choice did not cover every original node")
+        return tuple(out)
+
+    def size(self) -> tuple[int, int, int]:
+        edges = sum(len(a) for a in self.adj.values()) // 2
+        return len(self.costs), int(sum(c.size for c in self.costs.values())), edges
+
+
+def build_work(problem: ChoiceProblem) -> Work:
+    """Contract groups, sum parallel edges and drop impossible options."""
+    owner = list(range(problem.num_nodes))
+    for group in problem.groups or ():
+        for node in group:
+            owner[node] = group[0]
+    members: dict[int, list[int]] = {}
+    for node, rep in enumerate(owner):
+        members.setdefault(rep, []).append(node)
+    costs = {rep: np.sum([problem.node_costs[m] for m in ms], axis=0)
+             for rep, ms in members.items()}
+    adj: dict[int, dict[int, np.ndarray]] = {rep: {} for rep in members}
+    for u, v, matrix in problem.edges:
+        a, b = owner[u], owner[v]
+        if a == b:
+            costs[a] = costs[a] + np.diagonal(matrix)
+            continue
+        adj[a][b] = adj[a].get(b, 0.0) + matrix
+        adj[b][a] = adj[a][b].T
+    rows = []
+    for row in problem.memory_rows():
+        merged: dict[int, np.ndarray] = {}
+        for node, vec in row:
+            merged[owner[node]] = merged.get(owner[node], 0.0) + vec
+        rows.append(merged)
+    work = Work(costs=costs, adj=adj, rows=rows, limit=problem.memory_limit,
+                members={rep: tuple(ms) for rep, ms in members.items()},
+                table={rep: np.tile(np.arange(costs[rep].size)[:, None], (1, len(ms)))
+                       for rep, ms in members.items()})
+    for rep in work.nodes():
+        if not np.isfinite(costs[rep]).any():
+            msg = (f"group of node {rep} (nodes {list(members[rep])}) has no option index "
+                   f"that is finite for every member; allow a common option")
+            raise NoFiniteOptionError(msg, node=rep)
+        work.restrict(rep, np.isfinite(costs[rep]))
+    drop_unpairable(work)
+    return work
+
+
+def drop_unpairable(work: Work) -> bool:
+    """Drop options that are inf against every option of some neighbour, to a fixpoint."""
+    changed, any_change = True, False
+    while changed:
+        changed = False
+        for node in work.nodes():
+            keep = np.ones(work.costs[node].size, dtype=bool)
+            for matrix in work.adj[node].values():
+                keep &= np.isfinite(matrix).any(axis=1)
+            if not keep.all():
+                work.restrict(node, keep)
+                changed = any_change = True
+    return any_change
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Indexed:
+    """The reduced problem renumbered 0..n-1, as the backends consume it."""
+
+    ids: tuple[int, ...]
+    costs: tuple[np.ndarray, ...]
+    edges: tuple[tuple[int, int, np.ndarray], ...]
+    rows: tuple[tuple[tuple[int, np.ndarray], ...], ...]
+    limit: float | None
+
+    @property
+    def n(self) -> int:
+        return len(self.costs)
+
+    def evaluate(self, x: np.ndarray) -> float:
+        total = float(sum(c[x[i]] for i, c in enumerate(self.costs)))
+        return total + float(sum(m[x[u], x[v]] for u, v, m in self.edges))
+
+    def row_sums(self, x: np.ndarray) -> list[float]:
+        return [float(sum(vec[x[i]] for i, vec in row)) for row in self.rows]
+
+    def fits(self, x: np.ndarray) -> bool:
+        if self.limit is None:
+            return True
+        return all(s <= self.limit for s in self.row_sums(x))
+
+    def min_row_sums(self) -> list[float]:
+        return [float(sum(vec.min() for _, vec in row)) for row in self.rows]
+
+
+def index_work(work: Work) -> Indexed:
+    ids = tuple(work.nodes())
+    pos = {node: i for i, node in enumerate(ids)}
+    edges = tuple((pos[u], pos[v], work.adj[u][v]) for u in ids for v in sorted(work.adj[u])
+                  if pos[u] < pos[v])
+    rows = tuple(tuple((pos[n], row[n]) for n in sorted(row)) for row in work.rows)
+    rows = rows if work.limit is not None else ()
+    return Indexed(ids=ids, costs=tuple(work.costs[i] for i in ids), edges=edges, rows=rows,
+                   limit=work.limit)

@@ -1,0 +1,196 @@
+"""The solver's input: one cost vector per node, one cost matrix per edge, optional memory.
+
+A ``ChoiceProblem`` is numbers only (numbers in, choices out): it knows nothing of tensors or
+meshes. It is canonicalised and validated in the constructor so an invalid problem cannot
+exist: every array becomes float64, shapes are checked against the node sizes, and each error
+names the node or edge index at fault.
+
+Memory comes in one of two forms. ``node_memory`` gives bytes per option and the constraint is
+the *sum* over nodes ≤ ``memory_limit``. ``liveness`` gives, per time step, the terms alive at
+that step, and the constraint is that *every step's* sum ≤ ``memory_limit`` (a peak).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver.errors import InvalidProblemError, NoFiniteOptionError
+
+Edge = tuple[int, int, np.ndarray]
+Term = tuple[int, np.ndarray]
+
+
+def _vector(values: object, what: str, *, node: int | None = None) -> np.ndarray:
+    array = np.array(values, dtype=np.float64)
+    if array.ndim != 1 or array.size == 0:
+        msg = f"{what} must be a non-empty 1-D array, got shape {array.shape}"
+        raise InvalidProblemError(msg, node=node)
+    if np.isnan(array).any():
+        msg = f"{what} contains NaN; use np.inf to mark an impossible option"
+        raise InvalidProblemError(msg, node=node)
+    array.setflags(write=False)
+    return array
+
+
+def _check_node(index: object, count: int, what: str) -> int:
+    if not isinstance(index, int | np.integer) or not 0 <= int(index) < count:
+        msg = f"{what} refers to node {index!r}, but nodes are numbered 0..{count - 1}"
+        raise InvalidProblemError(msg)
+    return int(index)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ChoiceProblem:
+    """Pick one option per node minimising node plus edge costs under a memory limit.
+
+    Args:
+        node_costs: per node, the cost (seconds) of each option; ``np.inf`` = impossible.
+        edges: ``(u, v, matrix)`` with ``matrix[i, j]`` the cost of u taking i and v taking j.
+            Several edges between the same pair are allowed; their costs add up.
+        node_memory: per node, bytes per option (the sum over nodes must fit the limit).
+        memory_limit: bytes; ``None`` means unconstrained.
+        groups: lists of nodes that must take the same option index.
+        liveness: per time step, ``(node, vector)`` terms; each step's sum must fit the limit.
+
+    Example:
+        >>> import numpy as np
+        >>> p = ChoiceProblem(node_costs=[[1.0, 2.0], [3.0, 1.0]],
+        ...                   edges=[(0, 1, np.array([[0.0, 5.0], [5.0, 0.0]]))])
+        >>> p.evaluate((0, 0))
+        4.0
+    """
+
+    node_costs: tuple[np.ndarray, ...]
+    edges: tuple[Edge, ...] = ()
+    node_memory: tuple[np.ndarray, ...] | None = None
+    memory_limit: float | None = None
+    groups: tuple[tuple[int, ...], ...] | None = None
+    liveness: tuple[tuple[Term, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        costs = tuple(_vector(c, f"node_costs[{i}]", node=i)
+                      for i, c in enumerate(self.node_costs))
+        if not costs:
+            raise InvalidProblemError("a ChoiceProblem needs at least one node")
+        for i, c in enumerate(costs):
+            if not np.isfinite(c).any():
+                msg = (f"node {i} has no option of finite cost ({c.size} options, all inf); "
+                       f"give it at least one possible option")
+                raise NoFiniteOptionError(msg, node=i)
+            if np.isneginf(c).any():
+                raise InvalidProblemError(f"node_costs[{i}] contains -inf", node=i)
+        object.__setattr__(self, "node_costs", costs)
+        sizes = [c.size for c in costs]
+        object.__setattr__(self, "edges", self._edges(sizes))
+        object.__setattr__(self, "node_memory", self._memory(sizes))
+        object.__setattr__(self, "groups", self._groups(sizes))
+        object.__setattr__(self, "liveness", self._liveness(sizes))
+        if self.memory_limit is not None:
+            limit = float(self.memory_limit)
+            if np.isnan(limit):
+                raise InvalidProblemError("memory_limit is NaN")
+            object.__setattr__(self, "memory_limit", limit)
+
+    def _edges(self, sizes: list[int]) -> tuple[Edge, ...]:
+        out = []
+        for e, edge in enumerate(self.edges):
+            if len(edge) != 3:
+                raise InvalidProblemError(f"edge {e} must be (u, v, matrix)", edge=e)
+            u = _check_node(edge[0], len(sizes), f"edge {e}")
+            v = _check_node(edge[1], len(sizes), f"edge {e}")
+            matrix = np.array(edge[2], dtype=np.float64)
+            if matrix.shape != (sizes[u], sizes[v]):
+                msg = (f"edge {e} ({u}->{v}) has a matrix of shape {matrix.shape}, expected "
+                       f"({sizes[u]}, {sizes[v]}) from the option counts of nodes {u} and {v}")
+                raise InvalidProblemError(msg, edge=e)
+            if np.isnan(matrix).any() or np.isneginf(matrix).any():
+                raise InvalidProblemError(f"edge {e} ({u}->{v}) contains NaN or -inf", edge=e)
+            matrix.setflags(write=False)
+            out.append((u, v, matrix))
+        return tuple(out)
+
+    def _memory(self, sizes: list[int]) -> tuple[np.ndarray, ...] | None:
+        if self.node_memory is None:
+            return None
+        if len(self.node_memory) != len(sizes):
+            msg = (f"node_memory has {len(self.node_memory)} entries but there are "
+                   f"{len(sizes)} nodes")
+            raise InvalidProblemError(msg)
+        memory = tuple(_vector(m, f"node_memory[{i}]", node=i)
+                       for i, m in enumerate(self.node_memory))
+        for i, m in enumerate(memory):
+            if m.size != sizes[i] or not np.isfinite(m).all():
+                msg = (f"node_memory[{i}] must hold {sizes[i]} finite values, got "
+                       f"{m.size} values")
+                raise InvalidProblemError(msg, node=i)
+        return memory
+
+    def _groups(self, sizes: list[int]) -> tuple[tuple[int, ...], ...] | None:
+        if self.groups is None:
+            return None
+        seen: dict[int, int] = {}
+        out = []
+        for g, group in enumerate(self.groups):
+            members = tuple(sorted({_check_node(i, len(sizes), f"group {g}") for i in group}))
+            for i in members:
+                if sizes[i] != sizes[members[0]]:
+                    msg = (f"group {g} mixes node {members[0]} ({sizes[members[0]]} options) "
+                           f"and node {i} ({sizes[i]} options); grouped nodes must have the "
+                           f"same number of options")
+                    raise InvalidProblemError(msg, node=i)
+                if i in seen:
+                    msg = f"node {i} is in group {seen[i]} and group {g}; merge the groups"
+                    raise InvalidProblemError(msg, node=i)
+                seen[i] = g
+            out.append(members)
+        return tuple(out)
+
+    def _liveness(self, sizes: list[int]) -> tuple[tuple[Term, ...], ...] | None:
+        if self.liveness is None:
+            return None
+        steps = []
+        for t, step in enumerate(self.liveness):
+            terms = []
+            for term in step:
+                node = _check_node(term[0], len(sizes), f"liveness step {t}")
+                vec = _vector(term[1], f"liveness step {t} term of node {node}", node=node)
+                if vec.size != sizes[node] or not np.isfinite(vec).all():
+                    msg = (f"liveness step {t}: the term of node {node} must hold "
+                           f"{sizes[node]} finite values, got {vec.size}")
+                    raise InvalidProblemError(msg, node=node)
+                terms.append((node, vec))
+            steps.append(tuple(terms))
+        return tuple(steps)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_costs)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(c.size for c in self.node_costs)
+
+    def memory_rows(self) -> list[list[Term]]:
+        """The memory constraint as rows of terms, each row's sum ≤ the limit."""
+        if self.liveness is not None:
+            return [list(step) for step in self.liveness]
+        if self.node_memory is not None:
+            return [list(enumerate(self.node_memory))]
+        return []
+
+    def evaluate(self, choices: Sequence[int]) -> float:
+        """Total float cost of an assignment (node costs plus edge costs)."""
+        total = sum(float(c[i]) for c, i in zip(self.node_costs, choices, strict=True))
+        for u, v, matrix in self.edges:
+            total += float(matrix[choices[u], choices[v]])
+        return total
+
+    def peak_memory(self, choices: Sequence[int]) -> float | None:
+        """Memory of an assignment: the row sum, or the largest liveness step."""
+        rows = self.memory_rows()
+        if not rows:
+            return None
+        return max((sum(float(vec[choices[n]]) for n, vec in row) for row in rows), default=0.0)

@@ -1,0 +1,138 @@
+"""Exact reductions applied before any backend: each keeps at least one optimal plan.
+
+* Memory-impossible options: an option that overflows a memory row even when every other
+  node in the row takes its leanest option can never be in a feasible plan.
+* Dominated options: option ``a`` of a node is dropped when some option ``b`` is no worse in
+  node cost, in every memory row and in every incident edge row (ties keep the lower index).
+  Swapping ``a`` for ``b`` in any plan never raises cost or memory, so an optimum survives.
+* Leaf merging: a node ``u`` with a single neighbour ``v`` is folded into ``v`` by reindexing:
+  ``v``'s new options are pairs ``(u option, v option)``, and for each ``v`` option only the
+  Pareto-optimal ``u`` options (cost including the edge, memory per row) are kept. When memory
+  does not distinguish ``u``'s options this is plain elimination (one pair per ``v`` option).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from solver.compact import Work
+
+
+class MemoryExhausted(Exception):
+    """Every option of a node overflows some memory row: no plan fits."""
+
+
+MERGE_GROWTH = 2  # a merge may at most double the neighbour's option count
+MERGE_MIN_CAP = 32
+
+
+@functools.lru_cache(maxsize=256)
+def _upper(size: int) -> np.ndarray:
+    return np.tri(size, k=-1, dtype=bool).T  # [b, a] true when b < a
+
+
+def _dominated(features: np.ndarray) -> np.ndarray:
+    """Mask of rows dominated by another row (≤ everywhere; ties keep the lower index)."""
+    le = (features[:, None, :] <= features[None, :, :]).all(axis=2)  # le[b, a]: b ≤ a
+    strict = le & ~le.T
+    ties = le & le.T & _upper(len(features))  # b < a and b == a
+    return (strict | ties).any(axis=0)
+
+
+def _features(work: Work, node: int, extra: list[np.ndarray]) -> np.ndarray:
+    columns = [work.costs[node][:, None], *extra]
+    columns += [row[node][:, None] for row in work.rows if node in row]
+    columns += [work.adj[node][other] for other in sorted(work.adj[node])]
+    return np.hstack(columns)
+
+
+def prune_memory(work: Work) -> bool:
+    """Drop options that overflow a memory row on their own."""
+    if work.limit is None:
+        return False
+    changed = False
+    for row in work.rows:
+        slack = work.limit - sum(float(v.min()) for v in row.values())
+        for node in sorted(row):
+            keep = row[node] - row[node].min() <= slack
+            if not keep.any():
+                raise MemoryExhausted(node)
+            if not keep.all():
+                work.restrict(node, keep)
+                changed = True
+    return changed
+
+
+def prune_dominated(work: Work) -> bool:
+    """Drop dominated options at every node, to a fixpoint."""
+    pending = work.nodes()
+    any_change = False
+    while pending:
+        touched: set[int] = set()
+        for node in pending:
+            if work.costs[node].size < 2:
+                continue
+            drop = _dominated(_features(work, node, []))
+            if drop.any():
+                work.restrict(node, ~drop)
+                touched.update(work.adj[node])
+                any_change = True
+        pending = sorted(touched)
+    return any_change
+
+
+def _pareto_pairs(work: Work, leaf: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each option q of the neighbour, the leaf options p worth keeping."""
+    memory = [row[leaf][:, None] for row in work.rows if leaf in row]
+    leaf_idx, nb_idx = [], []
+    for q in range(matrix.shape[1]):
+        cost = work.costs[leaf] + matrix[:, q]
+        finite = np.flatnonzero(np.isfinite(cost))
+        feats = np.hstack([cost[:, None], *memory])[finite]
+        keep = finite[~_dominated(feats)]
+        leaf_idx.append(keep)
+        nb_idx.append(np.full(keep.size, q))
+    return np.concatenate(leaf_idx), np.concatenate(nb_idx)
+
+
+def merge_leaf(work: Work, leaf: int) -> bool:
+    """Fold a degree-1 node into its neighbour (see the module docstring)."""
+    (nb,) = work.adj[leaf]
+    matrix = work.adj[leaf][nb]
+    p, q = _pareto_pairs(work, leaf, matrix)
+    cap = max(MERGE_GROWTH * work.costs[nb].size, MERGE_MIN_CAP)
+    if p.size > cap or p.size == 0:
+        return False
+    work.costs[nb] = work.costs[nb][q] + work.costs[leaf][p] + matrix[p, q]
+    for other in list(work.adj[nb]):
+        if other != leaf:
+            work.adj[nb][other] = work.adj[nb][other][q]
+            work.adj[other][nb] = work.adj[nb][other].T
+    for row in work.rows:
+        if nb in row or leaf in row:
+            base = row[nb][q] if nb in row else 0.0
+            row[nb] = base + (row[leaf][p] if leaf in row else 0.0)
+    work.table[nb] = np.hstack([work.table[nb][q], work.table[leaf][p]])
+    work.members[nb] = work.members[nb] + work.members[leaf]
+    work.remove(leaf)
+    return True
+
+
+def merge_leaves(work: Work) -> bool:
+    changed = False
+    for node in work.nodes():
+        if node in work.adj and len(work.adj[node]) == 1:
+            changed |= merge_leaf(work, node)
+    return changed
+
+
+def reduce_work(work: Work, max_rounds: int = 4) -> None:
+    """Apply every exact reduction until nothing changes (or ``max_rounds`` passes)."""
+    for _ in range(max_rounds):
+        changed = prune_memory(work)
+        changed |= prune_dominated(work)
+        changed |= merge_leaves(work)
+        if not changed:
+            return

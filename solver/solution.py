@@ -1,0 +1,72 @@
+"""A solver answer is a certificate: status, objective, proven lower bound and derived gap.
+
+"Optimal" is a status backed by a bound, never an assumption (the MathOpt ``result.py``
+habit): ``gap`` is computed from ``objective`` and ``bound``, and ``optimal`` from ``gap``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+OPTIMALITY_GAP = 1e-6
+
+
+@enum.unique
+class SolveStatus(enum.Enum):
+    """How the solve ended.
+
+    OPTIMAL: the plan is proven optimal (relative gap ≤ 1e-6).
+    FEASIBLE: a plan that fits, with a gap above 1e-6, found without hitting the time limit
+        (e.g. the DP stopped on a backend that cannot prove more).
+    TIME_LIMIT: the time limit stopped the search; the plan is the best found, with its gap.
+    """
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    TIME_LIMIT = "time_limit"
+
+    def __repr__(self) -> str:
+        return f"SolveStatus.{self.name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolveStats:
+    """Where the time went and how much the reductions removed."""
+
+    backend: str
+    nodes_before: int
+    nodes_after: int
+    options_before: int
+    options_after: int
+    edges_before: int
+    edges_after: int
+    seconds: tuple[tuple[str, float], ...] = field(default=())
+
+    def phase(self, name: str) -> float:
+        """Seconds spent in phase ``name`` (0.0 if it did not run)."""
+        return sum(s for n, s in self.seconds if n == name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Solution:
+    """The chosen option per node plus the certificate that prices it."""
+
+    choices: tuple[int, ...]
+    objective: float
+    bound: float
+    status: SolveStatus
+    stats: SolveStats
+    peak_memory: float | None = None
+
+    @property
+    def gap(self) -> float:
+        """Relative gap between objective and proven bound (0 when they meet)."""
+        diff = max(self.objective - self.bound, 0.0)
+        if diff == 0.0:
+            return 0.0
+        return diff / max(abs(self.objective), 1e-300)
+
+    @property
+    def optimal(self) -> bool:
+        return self.gap <= OPTIMALITY_GAP

@@ -1,0 +1,85 @@
+"""The command line as a user meets it: defaults work, bad input gets one line and an exit code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from autoshard.cli import main
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory) -> str:
+    """A graph JSON of a 2-layer MLP, to keep CLI tests fast."""
+    from graphs import zoo
+
+    path = tmp_path_factory.mktemp("model") / "mlp.json"
+    zoo.build("mlp", layers=2, batch=8, seq=16, hidden=64, ffn=256).save(path)
+    return str(path)
+
+
+def test_plan_writes_the_three_files_and_refuses_to_overwrite(tmp_path, small_model) -> None:
+    out = tmp_path / "out"
+    result = run("plan", "--model", small_model, "--mesh", "dp=2,tp=2", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    for name in ("plan.json", "costs.csv", "reshards.csv"):
+        assert (out / name).is_file()
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["format"] == "autoshard.plan/v1"
+    assert [a["name"] for a in plan["mesh"]["axes"]] == ["dp", "tp"]
+    before = (out / "plan.json").read_bytes()
+    again = run("plan", "--model", small_model, "--mesh", "dp=2,tp=2", "--out", str(out))
+    assert again.exit_code == 2
+    assert "--force" in again.output
+    assert (out / "plan.json").read_bytes() == before
+    forced = run("plan", "--model", small_model, "--mesh", "dp=2,tp=2", "--out", str(out),
+                 "--force", "--quiet")
+    assert forced.exit_code == 0 and forced.output == ""
+
+
+def test_json_summary_is_machine_readable(small_model) -> None:
+    result = run("plan", "--model", small_model, "--mesh", "tp=2", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["objective"]["total_s"] > 0
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--mesh", "dp=0"), "dp"),
+    (("--mesh", "dp=2,dp=2"), "dp"),
+    (("--mesh", "dp"), "dp"),
+    (("--memory", "80GiX"), "80GiX"),
+    (("--model", "lama3-8b"), "llama3-8b"),
+    (("--model", "/nonexistent/graph.json"), "graph.json"),
+    (("--topology", "dgx-h1000"), "dgx-h100"),
+    (("--link", "tp"), "AXIS=SPEC"),
+    (("--link", "zz=nvlink"), "zz"),
+    (("--training",), "--training"),
+], ids=["zero-axis", "duplicate-axis", "axis-without-size", "memory-unit", "unknown-model",
+        "missing-file", "unknown-topology", "link-syntax", "link-unknown-axis", "training"])
+def test_bad_input_gets_one_line_and_exit_2(args, needle) -> None:
+    result = run("plan", *args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert needle in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_memory_too_small_exits_1_and_names_the_smallest_peak(small_model) -> None:
+    result = run("plan", "--model", small_model, "--mesh", "tp=2", "--memory", "1KiB")
+    assert result.exit_code == 1, result.output
+    assert "smallest" in result.output and "KiB" in result.output
+
+
+def test_malformed_graph_file(tmp_path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "autoshard.graph/v1", "tensors": {')
+    result = run("plan", "--model", str(bad))
+    assert result.exit_code == 2 and "bad.json" in result.output
