@@ -101,6 +101,8 @@ class _Planner:
                  options: PlanOptions):
         self.graph, self.mesh, self.topology, self.links = graph, mesh, topology, links
         self.options = options
+        # Local slices (R→S) are priced as a copy through HBM, as the reshard spec asks.
+        self.hbm_bw = float(topology.device.hbm_bw_bytes_per_s)
         self.ops = graph.topo_ops()
         self.timings: dict[str, float] = {}
 
@@ -112,7 +114,8 @@ class _Planner:
         t1 = time.perf_counter()
         nodes = [pc.node_terms(self.graph, op, strats, self.mesh, self.topology, self.links)
                  for op, strats in zip(self.ops, self.strategies, strict=True)]
-        edges = pc.edge_matrices(self.graph, self.ops, self.strategies, self.links)
+        edges = pc.edge_matrices(self.graph, self.ops, self.strategies, self.links,
+                                 self.hbm_bw)
         self.timings["cost_s"] = time.perf_counter() - t1
         limit = self.options.memory_limit
         if limit is None:
@@ -120,20 +123,34 @@ class _Planner:
         problem = solver.ChoiceProblem(
             node_costs=[n.cost for n in nodes],
             edges=[(u, v, m) for u, v, m, _ in edges],
-            node_memory=[n.memory for n in nodes],
+            liveness=pc.liveness_rows(self.ops, nodes),
             memory_limit=limit,
         )
         t2 = time.perf_counter()
-        try:
-            solution = solver.solve(problem, time_limit=self.options.time_limit,
-                                    backend=self.options.backend)
-        except solver.Infeasible as exc:
-            raise pc.memory_error(exc, limit, self.mesh) from None
+        solution = self._solve(problem, limit)
         self.timings["solve_s"] = time.perf_counter() - t2
         t3 = time.perf_counter()
         result = self._decode(solution, nodes, edges, limit)
         self.timings["decode_s"] = time.perf_counter() - t3
         return result
+
+    def _solve(self, problem: solver.ChoiceProblem, limit: float) -> Any:
+        """Solve without the memory rows first: when that optimum fits, it is the optimum of
+        the constrained problem too, found at a fraction of the cost (the rows couple every
+        parameter with every op and slow the ILP down ~3x on GPT-2)."""
+        options = self.options
+        relaxed = solver.ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges)
+        free = solver.solve(relaxed, time_limit=options.time_limit, backend=options.backend)
+        self.peak = problem.peak_memory(free.choices) or 0.0
+        if self.peak <= limit:
+            return free
+        try:
+            solution = solver.solve(problem, time_limit=options.time_limit,
+                                    backend=options.backend)
+        except solver.Infeasible as exc:
+            raise pc.memory_error(exc, limit, self.mesh) from None
+        self.peak = problem.peak_memory(solution.choices) or 0.0
+        return solution
 
     def _decode(self, solution: Any, nodes: list[pc.NodeTerms], edges: list[pc.Edge],
                 limit: float) -> Plan:
@@ -144,14 +161,16 @@ class _Planner:
                                            strict=True):
             op_records[op.name] = pc.op_record(self.graph, op, node, strat, int(choice),
                                                 self.links)
-        reshards = pc.decode_reshards(self.graph, self.ops, chosen, edges, self.links)
-        reshards.extend(pc.output_reshards(self.graph, self.ops, chosen, self.links))
-        tensors = _tensor_records(self.graph, self.ops, chosen, self.links)
+        reshards = pc.decode_reshards(self.graph, self.ops, chosen, edges, self.links,
+                                      self.hbm_bw)
+        reshards.extend(pc.output_reshards(self.graph, self.ops, chosen, self.links,
+                                          self.hbm_bw))
+        tensors = _tensor_records(self.graph, self.ops, chosen, self.links, self.hbm_bw)
         compute = sum(r.compute_s for r in op_records.values())
         comm = sum(r.comm_s for r in op_records.values()) + sum(r.seconds for r in reshards)
         total = compute + comm
         _check_objective(total, solution.objective)
-        peak = float(sum(n.memory[c] for n, c in zip(nodes, solution.choices, strict=True)))
+        peak = float(self.peak)
         objective = Objective(
             total_s=total, compute_s=compute, comm_s=comm,
             lower_bound_s=float(min(solution.bound, total)), optimal=bool(solution.optimal),
@@ -175,14 +194,15 @@ class _Planner:
         )
 
 
-def _tensor_records(graph: OpGraph, ops: list[Any], chosen: list[Strategy], links: MeshLinks
-                    ) -> dict[str, TensorRecord]:
+def _tensor_records(graph: OpGraph, ops: list[Any], chosen: list[Strategy], links: MeshLinks,
+                    hbm_bw: float | None) -> dict[str, TensorRecord]:
     records: dict[str, TensorRecord] = {}
     for op, strat in zip(ops, chosen, strict=True):
         for name, sharding in zip(op.outputs, strat.outputs, strict=True):
             tensor = graph.tensors[name]
             if tensor.role is TensorRole.OUTPUT:
-                sharding, _ = pc.output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links)
+                sharding, _ = pc.output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links,
+                                            hbm_bw)
             records[name] = TensorRecord(
                 shape=tensor.shape, dtype=tensor.dtype.value, role=tensor.role.value,
                 placements=tuple(str(p) for p in sharding.placements),

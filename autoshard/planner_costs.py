@@ -47,6 +47,7 @@ class NodeTerms:
     comm: np.ndarray
     fixup: np.ndarray
     memory: np.ndarray
+    working: np.ndarray
     flops: np.ndarray
 
 
@@ -110,7 +111,7 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
     dtype = _compute_dtype(ins, outs)
     count = len(strategies)
     compute, comm, fixup = np.zeros(count), np.zeros(count), np.zeros(count)
-    memory, flops = np.zeros(count), np.zeros(count)
+    memory, working, flops = np.zeros(count), np.zeros(count), np.zeros(count)
     for k, strat in enumerate(strategies):
         local_in, local_out = local_specs(ins, strat.inputs), local_specs(outs, strat.outputs)
         if op.kind not in SOURCE_KINDS:
@@ -119,11 +120,14 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
                                                                      op.attrs),
                                          dtype, topology.device)
         comm[k] = sum(c.seconds for c in intra_op_collectives(strat, links))
-        fixup[k] = sum(r.seconds for r in _output_fixups(graph, op, strat, links))
+        fixup[k] = sum(r.seconds for r in _output_fixups(graph, op, strat, links,
+                                                          topology.device.hbm_bw_bytes_per_s))
         if op.kind in SOURCE_KINDS:
             memory[k] = sum(t.nbytes for t in local_out)
+        else:
+            working[k] = sum(t.nbytes for t in (*local_in, *local_out))
     terms = NodeTerms(cost=compute + comm + fixup, compute=compute, comm=comm, fixup=fixup,
-                      memory=memory, flops=flops)
+                      memory=memory, working=working, flops=flops)
     _NODE_CACHE[key] = terms
     return terms
 
@@ -160,7 +164,7 @@ _FIX_CACHE: dict[tuple[Any, ...], tuple[TensorSharding, Any]] = {}
 
 
 def output_fix(sharding: TensorSharding, shape: tuple[int, ...], itemsize: int,
-               links: MeshLinks) -> tuple[TensorSharding, Any]:
+               links: MeshLinks, hbm_bw: float | None) -> tuple[TensorSharding, Any]:
     """The cheapest non-Partial layout a graph output can be reduced to, and the reshard.
 
     Each Partial axis becomes Replicate (all-reduce) or shards a dim (reduce-scatter): a graph
@@ -170,7 +174,7 @@ def output_fix(sharding: TensorSharding, shape: tuple[int, ...], itemsize: int,
     partial_axes = [a for a, p in enumerate(sharding.placements) if isinstance(p, Partial)]
     if not partial_axes:
         return sharding, None
-    key = (sharding, shape, itemsize, links.describe_key())
+    key = (sharding, shape, itemsize, links.describe_key(), hbm_bw)
     if key in _FIX_CACHE:
         return _FIX_CACHE[key]
     choices = [Replicate(), *(Shard(d) for d in range(sharding.ndim))]
@@ -185,29 +189,31 @@ def output_fix(sharding: TensorSharding, shape: tuple[int, ...], itemsize: int,
             continue
         if not target.is_divisible(shape):
             continue
-        reshard = find_reshard(sharding, target, shape, itemsize, links)
+        reshard = find_reshard(sharding, target, shape, itemsize, links, hbm_bw)
         if best is None or reshard.seconds < best[1].seconds:
             best = (target, reshard)
     if best is None:  # nothing divides: replicate
         target = without_partial(sharding)
-        best = (target, find_reshard(sharding, target, shape, itemsize, links))
+        best = (target, find_reshard(sharding, target, shape, itemsize, links, hbm_bw))
     _FIX_CACHE[key] = best
     return best
 
 
-def _output_fixups(graph: OpGraph, op: Op, strat: Strategy, links: MeshLinks) -> list[Any]:
+def _output_fixups(graph: OpGraph, op: Op, strat: Strategy, links: MeshLinks,
+                   hbm_bw: float | None) -> list[Any]:
     fixes = []
     for name, sharding in zip(op.outputs, strat.outputs, strict=True):
         tensor = graph.tensors[name]
         if tensor.role is TensorRole.OUTPUT:
-            _target, reshard = output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links)
+            _target, reshard = output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links,
+                                          hbm_bw)
             if reshard is not None:
                 fixes.append(reshard)
     return fixes
 
 
 def edge_matrices(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy, ...]],
-                  links: MeshLinks) -> list[Edge]:
+                  links: MeshLinks, hbm_bw: float | None) -> list[Edge]:
     """One matrix per (producer output → consumer input) use, in a stable order."""
     index = {op.name: i for i, op in enumerate(ops)}
     produced_by: dict[str, tuple[int, int]] = {}
@@ -226,7 +232,7 @@ def edge_matrices(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy
             matrix = cache.get(key)
             if matrix is None:
                 matrix = reshard_cost_matrix(srcs, dsts, tensor.shape, tensor.dtype.itemsize,
-                                             links)
+                                             links, hbm_bw)
                 cache[key] = matrix
             edges.append((u, v, matrix, (name, j, i)))
     del index
@@ -254,7 +260,7 @@ def _records(reshard: Any, links: MeshLinks) -> tuple[CollectiveRecord, ...]:
 
 
 def decode_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], edges: list[Edge],
-                    links: MeshLinks) -> list[ReshardRecord]:
+                    links: MeshLinks, hbm_bw: float | None) -> list[ReshardRecord]:
     """Every producer→consumer conflict of the chosen plan as an explicit, priced reshard."""
     records = []
     for u, v, _matrix, (name, j, i) in edges:
@@ -262,7 +268,7 @@ def decode_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], edges
         if src == dst:
             continue
         tensor = graph.tensors[name]
-        reshard = find_reshard(src, dst, tensor.shape, tensor.dtype.itemsize, links)
+        reshard = find_reshard(src, dst, tensor.shape, tensor.dtype.itemsize, links, hbm_bw)
         records.append(ReshardRecord(
             tensor=name, producer=ops[u].name, consumer=ops[v].name,
             src=tuple(str(p) for p in src.placements), dst=tuple(str(p) for p in dst.placements),
@@ -270,8 +276,8 @@ def decode_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], edges
     return records
 
 
-def output_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], links: MeshLinks
-                    ) -> list[ReshardRecord]:
+def output_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], links: MeshLinks,
+                    hbm_bw: float | None) -> list[ReshardRecord]:
     """The reductions that keep graph outputs from being left Partial (priced in node costs)."""
     records = []
     for op, strat in zip(ops, chosen, strict=True):
@@ -279,7 +285,8 @@ def output_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], links
             tensor = graph.tensors[name]
             if tensor.role is not TensorRole.OUTPUT:
                 continue
-            target, reshard = output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links)
+            target, reshard = output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links,
+                                         hbm_bw)
             if reshard is None:
                 continue
             records.append(ReshardRecord(
@@ -288,6 +295,21 @@ def output_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], links
                 dst=tuple(str(p) for p in target.placements),
                 collectives=_records(reshard, links)))
     return records
+
+
+def liveness_rows(ops: list[Op], nodes: list[NodeTerms]
+                  ) -> tuple[tuple[tuple[int, np.ndarray], ...], ...]:
+    """One memory row per running op: every resident shard (parameters, graph inputs) plus the
+    running op's working set (its local inputs and outputs, as that op's strategy lays them
+    out). A weight all-gathered for use therefore pays for the gathered copy while its op runs,
+    which is what keeps a tight ``--memory`` from being dodged by gathering at use. A weight
+    used exactly as stored is counted twice (resident and working): conservative by at most
+    one op's weights."""
+    resident = tuple((i, n.memory) for i, (op, n) in enumerate(zip(ops, nodes, strict=True))
+                     if op.kind in SOURCE_KINDS)
+    rows = [(*resident, (i, n.working)) for i, (op, n) in enumerate(zip(ops, nodes, strict=True))
+            if op.kind not in SOURCE_KINDS]
+    return tuple(rows) or (resident,)
 
 
 def memory_breakdown(graph: OpGraph, ops: list[Op], nodes: list[NodeTerms], choices: Any

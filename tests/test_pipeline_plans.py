@@ -57,8 +57,15 @@ def test_mlp_on_tp8_under_memory_pressure_is_megatron() -> None:
     b, s, h, f, n = 8, 128, 4096, 16384, 8
     graph = mlp_graph(b, s, h, f)
     weights = 2 * h * f * 2
-    activation_in = b * s * h * 2
-    limit = activation_in + weights / n * 1.5    # replicated weights cannot fit
+    activation = b * s * h * 2
+    # Peak of the Megatron plan by hand: resident x (replicated) and both weight shards, plus
+    # the largest working set of one op (up: x, w1/n, h1/n; down: h2/n, w2/n, y partial).
+    up_ws = activation + h * f * 2 / n + b * s * f * 2 / n
+    down_ws = b * s * f * 2 / n + h * f * 2 / n + activation
+    megatron_peak = activation + weights / n + max(up_ws, down_ws)
+    # Replicated weights, or weights all-gathered at use (FSDP-style), need >= h·f·2 more.
+    limit = megatron_peak * 1.25
+    assert limit < activation + h * f * 2
     plan = autoshard.plan(graph, autoshard.Mesh.parse(f"tp={n}"), topology=hand_topology(),
                           memory_limit=limit)
     assert plan.tensors["w1"].placements == ("S(1)",)      # column parallel
@@ -77,6 +84,7 @@ def test_mlp_on_tp8_under_memory_pressure_is_megatron() -> None:
     expected = up + act + down + reduce_scatter_s(n, b * s * h * 2)
     assert plan.objective.total_s == pytest.approx(expected, rel=1e-6)
     assert plan.objective.optimal
+    assert plan.peak_bytes_per_device == pytest.approx(megatron_peak)
 
 
 def test_tiny_weights_big_batch_is_pure_data_parallel() -> None:
@@ -120,3 +128,28 @@ def test_solver_objective_matches_exhaustive_on_a_tiny_plan() -> None:
     brute = autoshard.plan(graph, mesh, topology="generic", backend="exhaustive")
     assert best.objective.total_s == pytest.approx(brute.objective.total_s, rel=1e-12)
     assert np.isfinite(best.objective.total_s)
+
+
+def test_gpt2_block_on_tp4_splits_heads_and_mlp_megatron_style() -> None:
+    """Megatron-LM (Shoeybi et al. 2019, §3): Q/K/V and W1 column-parallel, the attention
+    heads split, Wo and W2 row-parallel, activations all-reduced, weights never moved.
+    GPT-2 small block dims; 10 MiB cannot hold the 14 MB of replicated block weights."""
+    graph = autoshard.zoo.build("transformer", layers=1, batch=1, seq=1024, hidden=768,
+                                heads=12, ffn=3072)
+    weights = sum(t.shape[0] * (t.shape[1] if len(t.shape) > 1 else 1) * 2
+                  for t in graph.tensors.values() if t.role.value == "param")
+    limit = 10 * 2**20
+    assert weights > limit
+    plan = autoshard.plan(graph, autoshard.Mesh.parse("tp=4"), topology="dgx-h100",
+                          memory_limit=limit)
+    placements = {n: t.placements for n, t in plan.tensors.items() if t.role == "param"}
+    for name in ("wq", "wk", "wv"):
+        assert placements[f"layers.0.attn.{name}"] == ("S(1)",), name      # column parallel
+    assert placements["layers.0.mlp.w1"] == ("S(1)",)
+    assert placements["layers.0.attn.wo"] == ("S(0)",)                   # row parallel
+    assert placements["layers.0.mlp.w2"] == ("S(0)",)
+    assert plan.ops["layers.0.attn.core"].strategy == "tp:hk"           # heads split
+    collectives = plan.collectives()
+    moved = collectives[~collectives["collective"].isin(["all_slice", "replicated_to_partial"])]
+    assert not moved["tensor"].isin(list(placements)).any()             # no weight moves
+    assert plan.peak_bytes_per_device <= limit

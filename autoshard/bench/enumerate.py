@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from autoshard.bench.machine import header_lines
+from autoshard.bench.machine import header_lines, save_bar_plot
 from autoshard.mesh import Mesh
 from autoshard.planner_costs import attrs_key
 from autoshard.strategies import enumerate_strategies
@@ -53,4 +53,7 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
         with path.open("w") as handle:
             handle.write("\n".join(header_lines()) + "\n")
             frame.to_csv(handle, index=False)
+    paths.append(save_bar_plot(pd.DataFrame(rows), x="model", y="seconds", hue="mesh",
+                               path=out_dir / "enumerate.png", ylabel="seconds (cold cache)",
+                               title="Strategy enumeration per graph, caches cleared"))
     return paths

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autoshard.bench.machine import header_lines
+from autoshard.bench.machine import header_lines, save_bar_plot
 from autoshard.links import MeshLinks
 from autoshard.mesh import Mesh
 from autoshard.reshard import clear_caches, find_reshard, reshard_cost_matrix
@@ -78,4 +78,11 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
         handle.write("\n".join(header_lines()) + "\n")
         pd.DataFrame(rows).to_csv(handle, index=False)
     logger.info("wrote %s", path)
-    return [path]
+    frame = pd.DataFrame(rows)
+    frame["case"] = frame["mesh"] + " " + frame["shape"]
+    long = frame.melt(id_vars=["case"], value_vars=["cold_pairs_per_s", "cached_pairs_per_s"],
+                      var_name="regime", value_name="pairs_per_s")
+    plot = save_bar_plot(long, x="case", y="pairs_per_s", hue="regime",
+                         path=Path(out_dir) / "reshard.png", ylabel="sharding pairs priced / s",
+                         title="Reshard cost matrix throughput, cold vs cached")
+    return [path, plot]
