@@ -61,7 +61,8 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
     graph = load_model(model, {k: overrides.get(k) for k in SHAPE_OVERRIDES})
     limit = float(parse_bytes(memory)) if memory is not None else None
     result = plan(graph, mesh, topology=topology, links=parse_links(link_specs),
-                  memory_limit=limit, time_limit=time_limit, model_name=model)
+                  memory_limit=limit, time_limit=time_limit, model_name=model,
+                  progress=sys.stderr.isatty() and not quiet)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
     if not result.objective.optimal:
         click.echo(f"autoshard: warning: the solver stopped at a gap of "

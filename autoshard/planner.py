@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ class PlanOptions:
     allow_uneven: bool = False
     backend: str = "auto"
     model_name: str | None = None
+    progress: bool = False
 
 
 def plan(
@@ -68,6 +70,7 @@ def plan(
     allow_uneven: bool = False,
     backend: str = "auto",
     model_name: str | None = None,
+    progress: bool = False,
 ) -> Plan:
     """Plan the sharding of every tensor of ``graph`` on ``mesh``.
 
@@ -79,6 +82,7 @@ def plan(
         memory_limit: bytes per device; ``None`` uses the device's HBM capacity.
         time_limit: seconds for the solver; the best plan found is returned with its gap.
         training: accepted for symmetry with the CLI; a training graph is planned as given.
+        progress: show progress bars on stderr for phases longer than a second.
 
     Returns:
         The :class:`~autoshard.plan.Plan`.
@@ -89,7 +93,8 @@ def plan(
     del training  # the graph says whether it holds backward ops
     topo = pc.resolve_topology(topology)
     options = PlanOptions(memory_limit=memory_limit, time_limit=time_limit,
-                          allow_uneven=allow_uneven, backend=backend, model_name=model_name)
+                          allow_uneven=allow_uneven, backend=backend, model_name=model_name,
+                          progress=progress)
     return _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
                     options).run()
 
@@ -109,11 +114,12 @@ class _Planner:
     def run(self) -> Plan:
         t0 = time.perf_counter()
         self.strategies = [pc.op_strategies(self.graph, op, self.mesh, self.options.allow_uneven)
-                           for op in self.ops]
+                           for op in self._progress(self.ops, "enumerate")]
         self.timings["enumerate_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         nodes = [pc.node_terms(self.graph, op, strats, self.mesh, self.topology, self.links)
-                 for op, strats in zip(self.ops, self.strategies, strict=True)]
+                 for op, strats in self._progress(
+                     list(zip(self.ops, self.strategies, strict=True)), "price ops")]
         edges = pc.edge_matrices(self.graph, self.ops, self.strategies, self.links,
                                  self.hbm_bw)
         self.timings["cost_s"] = time.perf_counter() - t1
@@ -133,6 +139,15 @@ class _Planner:
         result = self._decode(solution, nodes, edges, limit)
         self.timings["decode_s"] = time.perf_counter() - t3
         return result
+
+    def _progress(self, items: Any, phase: str) -> Any:
+        """A progress bar on stderr when asked (the CLI asks only on a terminal)."""
+        if not self.options.progress:
+            return items
+        from tqdm import tqdm
+
+        return tqdm(items, desc=phase, unit="op", leave=False, file=sys.stderr,
+                    mininterval=0.5, delay=1.0)
 
     def _solve(self, problem: solver.ChoiceProblem, limit: float) -> Any:
         """Solve without the memory rows first: when that optimum fits, it is the optimum of
