@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,12 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
                   progress=sys.stderr.isatty() and not quiet)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
     if not result.objective.optimal:
-        click.echo(f"autoshard: warning: the solver stopped at a gap of "
-                   f"{result.objective.gap:.4%} ({result.objective.status}); the plan is the "
-                   f"best found, not proven optimal", err=True)
+        gap = result.objective.gap
+        where = (f"at a gap of {gap:.4%}" if math.isfinite(gap)
+                 else "before proving any lower bound")
+        click.echo(f"autoshard: warning: the solver stopped {where} "
+                   f"({result.objective.status}); the plan is the best found, not proven "
+                   "optimal; raise --time-limit to close the gap", err=True)
     if quiet:
         return
     if as_json:

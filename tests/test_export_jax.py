@@ -15,9 +15,6 @@ import sys
 import textwrap
 
 import pytest
-from autoshard.mesh import Mesh
-from autoshard.placements import Partial, Replicate, Shard, StridedShard
-from autoshard.sharding import TensorSharding
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +28,9 @@ from autoshard.export import (
     to_jax_partition_spec,
     to_shardy,
 )
+from autoshard.mesh import Mesh
+from autoshard.placements import Partial, Replicate, Shard, StridedShard
+from autoshard.sharding import TensorSharding
 
 pytestmark = pytest.mark.jax
 

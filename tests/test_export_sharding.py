@@ -11,9 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from autoshard.mesh import Mesh
-from autoshard.placements import Partial, Replicate, Shard, StridedShard
-from autoshard.sharding import TensorSharding
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,6 +34,9 @@ from autoshard.export import (
     to_hlo_sharding,
     to_shardy,
 )
+from autoshard.mesh import Mesh
+from autoshard.placements import Partial, Replicate, Shard, StridedShard
+from autoshard.sharding import TensorSharding
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "known-answers.json"
 
