@@ -24,7 +24,7 @@ from autoshard.reshard import ReshardError, find_reshard, reshard_cost_matrix
 from autoshard.sharding import TensorSharding
 from costmodel import CollectiveKind, collective_seconds, get_preset
 
-REFERENCE = Path("/work/shared/reference/known-answers.json")
+REFERENCE = Path(__file__).resolve().parent / "data" / "known-answers.json"
 
 
 def make_mesh(text: str) -> Mesh:

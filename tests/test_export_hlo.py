@@ -26,7 +26,7 @@ from autoshard.export import (
     shardy_to_hlo_sharding,
 )
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "known-answers.json"
+REFERENCE = Path(__file__).resolve().parent / "data" / "known-answers.json"
 
 
 def _cases(kind: str) -> list[dict]:
