@@ -160,3 +160,4 @@ def test_benchmark_instance_small() -> None:
     dp = solve(problem, backend="dp")
     assert auto.optimal and problem.peak_memory(auto.choices) <= problem.memory_limit
     assert dp.bound <= auto.objective * (1 + 1e-12) <= dp.objective * (1 + 1e-12)
+
