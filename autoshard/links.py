@@ -81,7 +81,8 @@ class MeshLinks:
 
         Raises:
             MeshLinksError: unknown axis in ``overrides``; bad link spec; a node-bound link
-                claimed by an axis that spans more devices than the node holds.
+                claimed by an axis that spans more devices than the node holds; a mesh with
+                more devices than a topology whose outermost level is bounded.
 
         Example:
             >>> from costmodel import get_preset
@@ -89,6 +90,7 @@ class MeshLinks:
             >>> [size for size, _ in links.group(("dp",))]
             [16]
         """
+        _check_capacity(mesh, topology)
         chosen = _resolve_overrides(mesh, topology, dict(overrides or {}))
         axes, stride = [], 1
         for name, size in reversed(tuple(zip(mesh.axis_names, mesh.axis_sizes, strict=True))):
@@ -258,3 +260,14 @@ def _check_span(topology: Topology, axis: str, size: int, stride: int, link: Lin
                    f'one {level.name} holds {level.devices}; pick a slower link for "{axis}" '
                    f'or move it to the innermost mesh axes so it fits in one {level.name}')
         raise MeshLinksError(message, axis=axis, span=span, node_size=level.devices)
+
+
+def _check_capacity(mesh: Mesh, topology: Topology) -> None:
+    """A topology whose outermost level is bounded (a TOML file describing one 256-chip pod)
+    holds that many devices; a larger mesh cannot be placed on it."""
+    outer = topology.levels[-1] if topology.levels else None
+    if outer is not None and outer.devices is not None and mesh.size > outer.devices:
+        raise MeshLinksError(
+            f"mesh {mesh} has {mesh.size} devices but topology {topology.name!r} holds "
+            f"{outer.devices} (its outermost level {outer.name!r} is bounded); use a smaller "
+            "mesh or a topology with an unbounded outer level")

@@ -11,7 +11,7 @@ import pytest
 
 from autoshard.links import MeshLinks, MeshLinksError
 from autoshard.mesh import Mesh
-from costmodel import Link, get_preset
+from costmodel import Link, Topology, TopologyLevel, get_preset
 
 TOPOLOGY = get_preset("dgx-h100")
 NODE = TOPOLOGY.levels[0]
@@ -91,3 +91,12 @@ def test_non_power_of_two_axes(axes, query, expected) -> None:
     links = MeshLinks.build(mesh(*axes), TOPOLOGY)
     by_name = {"node": NODE.link, "inter": INTER.link}
     assert links.group(query) == tuple((size, by_name[name]) for size, name in expected)
+
+
+def test_mesh_larger_than_a_bounded_topology_is_an_error() -> None:
+    pod = Topology(name="one-pod", device=get_preset("tpu-v5e").device,
+                   levels=(TopologyLevel(name="pod", devices=16,
+                                         link=get_preset("tpu-v5e").levels[0].link),))
+    MeshLinks.build(Mesh(axes=(("x", 4), ("y", 4))), pod)
+    with pytest.raises(MeshLinksError, match="32 devices but topology 'one-pod' holds 16"):
+        MeshLinks.build(Mesh(axes=(("x", 8), ("y", 4))), pod)

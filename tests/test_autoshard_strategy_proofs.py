@@ -14,13 +14,15 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_graphs_shards import _IDS, CASES, Case, _arrays
 
 from autoshard import hand_rules
 from autoshard.layout import shard_array, unshard_arrays
 from autoshard.mesh import Mesh
 from autoshard.strategies import enumerate_strategies
-from graphs import DType, TensorSpec, get_op, local_attrs
+from graphs import DType, GraphError, TensorSpec, get_op, local_attrs
 
 MESHES = ("x=2", "x=2,y=2", "x=2,y=1,z=2", "x=2,y=2,z=2")
 PER_CASE_3D = 48   # strategies executed per case on 3-D meshes (every k-th, deterministic)
@@ -176,3 +178,35 @@ def test_enumeration_is_deterministic_and_cache_independent() -> None:
     assert first == again
     assert [s.label for s in first] == [s.label for s in again]
     assert list(itertools.islice((s.label for s in first), 1)) == ["R"]
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(index=st.integers(0, len(CASES) - 1),
+       sizes=st.fixed_dictionaries({k: st.sampled_from((1, 2, 3, 4, 6)) for k in "abcde"}),
+       mesh_text=st.sampled_from(("x=2", "x=3", "x=4", "x=2,y=2", "x=2,y=3", "x=2,y=2,z=2")),
+       pick=st.integers(0, 2**16))
+def test_random_shapes_and_meshes(index: int, sizes: dict, mesh_text: str, pick: int) -> None:
+    """The same proof over random factor sizes (divisible or not) and meshes, on a few
+    strategies per example chosen by hypothesis."""
+    case, mesh = CASES[index], Mesh.parse(mesh_text)
+    opdef = get_op(case.kind)
+    attrs = {**opdef.optional_attrs, **case.attrs(sizes)}
+    specs = tuple(TensorSpec(shape, dtype) for shape, dtype in case.specs(sizes))
+    try:
+        outs = opdef.infer(specs, attrs)
+    except GraphError:
+        return  # a size the op rejects (e.g. an empty slice); not a sharding question
+    arrays = _arrays(case, list(specs), np.random.default_rng(pick), attrs, sizes)
+    want = opdef.reference(arrays, attrs)
+    strategies = enumerate_strategies(case.kind, specs, outs, attrs, mesh,
+                                      include_strided=mesh.ndim == 1)
+    for k in range(3):
+        strategy = strategies[(pick + 7919 * k) % len(strategies)]
+        got = _run(case.kind, opdef, attrs, specs, outs, arrays, strategy, mesh)
+        for j, (g, w) in enumerate(zip(got, want, strict=True)):
+            tol = 1e-6 if outs[j].dtype is DType.F64 else 2e-5
+            np.testing.assert_allclose(g, np.asarray(w, dtype=np.float64), rtol=tol,
+                                       atol=tol * 1e-3,
+                                       err_msg=f"{case.kind} {sizes} on {mesh_text}: "
+                                               f"{strategy.label}, output {j}")
