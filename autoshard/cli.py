@@ -81,6 +81,9 @@ def main(verbose: int) -> None:
               help="Write plan.json, costs.csv and reshards.csv into this directory.")
 @click.option("--force", is_flag=True, help="Overwrite files already in --out.")
 @click.option("--time-limit", type=float, default=None, help="Solver time limit in seconds.")
+@click.option("--allow-uneven", is_flag=True,
+              help="Also shard dims that do not divide (torch.chunk sizes; the largest shard "
+                   "is costed). Such layouts are never resharded.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @friendly_errors

@@ -52,7 +52,8 @@ def check_out_dir(out_dir: Path | None, force: bool) -> None:
 
 def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str, ...],
              memory: str | None, training: bool, out_dir: Path | None, force: bool,
-             time_limit: float | None, quiet: bool, as_json: bool, **overrides: Any) -> None:
+             time_limit: float | None, quiet: bool, as_json: bool, allow_uneven: bool = False,
+             **overrides: Any) -> None:
     if training:
         raise UsageError("--training is not available yet: training graphs (autodiff and the "
                          "optimizer memory model) come with the training-graphs work; "
@@ -63,6 +64,7 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
     limit = float(parse_bytes(memory)) if memory is not None else None
     result = plan(graph, mesh, topology=topology, links=parse_links(link_specs),
                   memory_limit=limit, time_limit=time_limit, model_name=model,
+                  allow_uneven=allow_uneven,
                   progress=sys.stderr.isatty() and not quiet)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
     if not result.objective.optimal:

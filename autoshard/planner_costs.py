@@ -92,7 +92,7 @@ def op_strategies(graph: OpGraph, op: Op, mesh: Mesh, allow_uneven: bool
 
 def local_specs(specs: tuple[TensorSpec, ...], shardings: tuple[TensorSharding, ...]
                 ) -> tuple[TensorSpec, ...]:
-    return tuple(TensorSpec(tuple(s.local_shape(t.shape)), t.dtype)
+    return tuple(TensorSpec(tuple(s.local_shape(t.shape, even=False)), t.dtype)
                  for t, s in zip(specs, shardings, strict=True))
 
 

@@ -165,3 +165,16 @@ def test_highs_proves_optimality_on_second_scale_costs() -> None:
                             backend=backend) for backend in ("highs", "cpsat")]
     assert plans[0].objective.optimal and plans[0].objective.gap <= 1e-6
     assert plans[0].objective.total_s == pytest.approx(plans[1].objective.total_s, rel=1e-6)
+
+
+def test_allow_uneven_shards_the_odd_vocab_to_fit() -> None:
+    """GPT-2's vocab (50257) is odd, so the 77 MB table only splits with uneven (torch.chunk)
+    shards; 100 MiB per device on tp=2 needs that split, and the plan says so."""
+    graph = autoshard.zoo.build("gpt2", layers=1, batch=3, seq=96)
+    mesh, limit = autoshard.Mesh.parse("tp=2"), 100 * 2**20
+    with pytest.raises(autoshard.errors.MemoryTooSmallError):
+        autoshard.plan(graph, mesh, topology="dgx-h100", memory_limit=limit)
+    plan = autoshard.plan(graph, mesh, topology="dgx-h100", memory_limit=limit,
+                          allow_uneven=True)
+    assert plan.tensors["embed.tokens"].placements == ("S(0)",)
+    assert plan.peak_bytes_per_device <= limit
