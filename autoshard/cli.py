@@ -70,6 +70,15 @@ def main(verbose: int) -> None:
 @click.option("--memory", default=None, help="Memory per device, e.g. 80GiB (default: the HBM).")
 @click.option("--training/--inference", default=False, show_default=True,
               help="Plan a training step (backward + optimizer) or inference.")
+@click.option("--optimizer", type=click.Choice(["adamw", "sgd"]), default="adamw",
+              show_default=True,
+              help="Optimizer of a --training step (AdamW keeps fp32 master weights and "
+                   "moments for 16-bit parameters).")
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
+              show_default=True,
+              help="Activation recomputation of a --training step (Korthikanti et al. 2022).")
+@click.option("--reserve", default="0", show_default=True,
+              help="Memory per device kept free (CUDA context, fragmentation), e.g. 2GiB.")
 @click.option("--batch", type=int, default=None)
 @click.option("--seq", type=int, default=None)
 @click.option("--layers", type=int, default=None)
@@ -122,3 +131,6 @@ def bench_command(name: str, out_dir: Path, quick: bool) -> None:
 
 def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=1, sort_keys=True))
+
+
+# Commands defined in their own modules (autoshard/cli_<name>.py) are registered below.

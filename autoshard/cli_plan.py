@@ -53,18 +53,18 @@ def check_out_dir(out_dir: Path | None, force: bool) -> None:
 def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str, ...],
              memory: str | None, training: bool, out_dir: Path | None, force: bool,
              time_limit: float | None, quiet: bool, as_json: bool, allow_uneven: bool = False,
+             optimizer: str = "adamw", recompute: str = "none", reserve: str = "0",
              **overrides: Any) -> None:
-    if training:
-        raise UsageError("--training is not available yet: training graphs (autodiff and the "
-                         "optimizer memory model) come with the training-graphs work; "
-                         "plan with --inference for now")
+    if not training and (optimizer != "adamw" or recompute != "none"):
+        raise UsageError("--optimizer and --recompute apply to --training plans only")
     check_out_dir(out_dir, force)
     mesh = Mesh.parse(mesh_text)
     graph = load_model(model, {k: overrides.get(k) for k in SHAPE_OVERRIDES})
     limit = float(parse_bytes(memory)) if memory is not None else None
     result = plan(graph, mesh, topology=topology, links=parse_links(link_specs),
                   memory_limit=limit, time_limit=time_limit, model_name=model,
-                  allow_uneven=allow_uneven,
+                  allow_uneven=allow_uneven, training=training, optimizer=optimizer,
+                  recompute=recompute, reserve=float(parse_bytes(reserve)),
                   progress=sys.stderr.isatty() and not quiet)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
     if not result.objective.optimal:

@@ -28,12 +28,14 @@ import numpy as np
 
 import solver
 from autoshard import planner_costs as pc
+from autoshard.errors import MemoryTooSmallError, UsageError
 from autoshard.links import MeshLinks
+from autoshard.memory_model import build_memory_model
 from autoshard.mesh import Mesh
 from autoshard.plan_record import Objective, Plan, TensorRecord
 from autoshard.strategies import Strategy
-from costmodel import Link, Topology
-from graphs import OpGraph, TensorRole
+from costmodel import Link, Topology, format_bytes
+from graphs import GraphError, OpGraph, TensorRole
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +43,12 @@ NOTES = (
     "graph inputs may arrive in any non-Partial sharding at no cost",
     "parameters are placed by the plan (their sharding is a decision)",
     "graph outputs are never left Partial: the reduction is priced and emitted",
-    "inference memory counts parameters and graph inputs; transient activations are not "
-    "modelled (training plans model saved activations)",
+    "memory is the peak over a sequential schedule (topological order: forward, backward, "
+    "optimizer) of resident parameters, optimizer state and inputs, live tensors in their "
+    "producer's layout (parameter gradients in the optimizer's layout) and the running op's "
+    "working set",
+    "an optimizer step's updated values are resharded back to the layout their parameter or "
+    "state is stored in (reshards to <next step>), so the plan is the same every step",
 )
 
 
@@ -51,6 +57,7 @@ class PlanOptions:
     """Knobs of one planning run (everything except the graph, mesh and topology)."""
 
     memory_limit: float | None = None
+    reserve: float = 0.0
     time_limit: float | None = None
     allow_uneven: bool = False
     backend: str = "auto"
@@ -67,6 +74,9 @@ def plan(
     memory_limit: float | None = None,
     time_limit: float | None = None,
     training: bool = False,
+    optimizer: str = "adamw",
+    recompute: str = "none",
+    reserve: float = 0.0,
     allow_uneven: bool = False,
     backend: str = "auto",
     model_name: str | None = None,
@@ -81,7 +91,13 @@ def plan(
         links: per-axis link overrides, e.g. ``{"dp": "ib", "tp": "alpha:5us,bw:450GB/s"}``.
         memory_limit: bytes per device; ``None`` uses the device's HBM capacity.
         time_limit: seconds for the solver; the best plan found is returned with its gap.
-        training: accepted for symmetry with the CLI; a training graph is planned as given.
+        training: plan one training step. A forward-only graph is first extended with its
+            backward and one ``optimizer`` step per parameter (:func:`graphs.training.
+            training_graph`); a graph that already holds parameter gradients is planned as is.
+        optimizer: "adamw" (fp32 master weights and moments) or "sgd", for ``training``.
+        recompute: "none", "selective" or "full" activation recomputation, for ``training``.
+        reserve: bytes per device kept free (CUDA context, fragmentation); it is part of the
+            reported peak and the solver fits the rest into ``memory_limit - reserve``.
         progress: show progress bars on stderr for phases longer than a second.
 
     Returns:
@@ -90,13 +106,37 @@ def plan(
     Raises:
         autoshard.errors.AutoshardError subclasses: bad mesh or links, infeasible memory.
     """
-    del training  # the graph says whether it holds backward ops
+    _check_reserve(reserve, memory_limit, topology)
+    if training and not any(t.role is TensorRole.GRAD for t in graph.tensors.values()):
+        graph = training_step_graph(graph, optimizer, recompute)
     topo = pc.resolve_topology(topology)
-    options = PlanOptions(memory_limit=memory_limit, time_limit=time_limit,
+    options = PlanOptions(memory_limit=memory_limit, reserve=float(reserve), time_limit=time_limit,
                           allow_uneven=allow_uneven, backend=backend, model_name=model_name,
                           progress=progress)
     return _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
                     options).run()
+
+
+def _check_reserve(reserve: float, memory_limit: float | None, topology: Topology | str) -> None:
+    limit = memory_limit
+    if limit is None:
+        limit = float(pc.resolve_topology(topology).device.hbm_bytes)
+    if reserve < 0 or reserve >= limit:
+        raise UsageError(f"the memory reserve of {format_bytes(reserve)} leaves nothing of the "
+                         f"{format_bytes(limit)} per device; lower --reserve or raise --memory")
+
+
+def training_step_graph(graph: OpGraph, optimizer: str, recompute: str) -> OpGraph:
+    """``graph`` with its backward and optimizer steps; bad choices become UsageError."""
+    from graphs.training import RECOMPUTE_CHOICES, training_graph
+
+    if recompute not in RECOMPUTE_CHOICES:
+        raise UsageError(f'unknown recompute "{recompute}"; choose one of '
+                         f'{", ".join(RECOMPUTE_CHOICES)}')
+    try:
+        return training_graph(graph, optimizer=optimizer, recompute=recompute)
+    except GraphError as exc:
+        raise UsageError(f"cannot build the training step of {graph.name}: {exc}") from None
 
 
 class _Planner:
@@ -122,21 +162,24 @@ class _Planner:
                      list(zip(self.ops, self.strategies, strict=True)), "price ops")]
         edges = pc.edge_matrices(self.graph, self.ops, self.strategies, self.links,
                                  self.hbm_bw)
+        loops = pc.next_step_edges(self.graph, self.ops, self.strategies, self.links,
+                                   self.hbm_bw)
+        self.memory = build_memory_model(self.graph, self.ops, [n.memory for n in nodes],
+                                         [n.in_bytes for n in nodes],
+                                         [n.out_bytes for n in nodes])
         self.timings["cost_s"] = time.perf_counter() - t1
         limit = self.options.memory_limit
         if limit is None:
             limit = float(self.topology.device.hbm_bytes)
         problem = solver.ChoiceProblem(
             node_costs=[n.cost for n in nodes],
-            edges=[(u, v, m) for u, v, m, _ in edges],
-            liveness=pc.liveness_rows(self.ops, nodes),
-            memory_limit=limit,
+            edges=[(u, v, m) for u, v, m, _ in (*edges, *loops)],
         )
         t2 = time.perf_counter()
         solution = self._solve(problem, limit)
         self.timings["solve_s"] = time.perf_counter() - t2
         t3 = time.perf_counter()
-        result = self._decode(solution, nodes, edges, limit)
+        result = self._decode(solution, nodes, edges, loops, limit)
         self.timings["decode_s"] = time.perf_counter() - t3
         return result
 
@@ -149,26 +192,26 @@ class _Planner:
         return tqdm(items, desc=phase, unit="op", leave=False, file=sys.stderr,
                     mininterval=0.5, delay=1.0)
 
-    def _solve(self, problem: solver.ChoiceProblem, limit: float) -> Any:
+    def _solve(self, relaxed: solver.ChoiceProblem, limit: float) -> Any:
         """Solve without the memory rows first: when that optimum fits, it is the optimum of
         the constrained problem too, found at a fraction of the cost (the rows couple every
-        parameter with every op and slow the ILP down ~3x on GPT-2)."""
+        parameter with every op and slow the ILP down ~3x on GPT-2). Otherwise add one row
+        per schedule step that could exceed the budget (``limit - reserve``)."""
         options = self.options
-        relaxed = solver.ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges)
+        budget = limit - options.reserve
         free = solver.solve(relaxed, time_limit=options.time_limit, backend=options.backend)
-        self.peak = problem.peak_memory(free.choices) or 0.0
-        if self.peak <= limit:
+        if self.memory.peak(free.choices) <= budget:
             return free
+        problem = solver.ChoiceProblem(node_costs=relaxed.node_costs, edges=relaxed.edges,
+                                       liveness=self.memory.rows(budget), memory_limit=budget)
         try:
-            solution = solver.solve(problem, time_limit=options.time_limit,
-                                    backend=options.backend)
+            return solver.solve(problem, time_limit=options.time_limit, backend=options.backend)
         except solver.Infeasible as exc:
-            raise pc.memory_error(exc, limit, self.mesh) from None
-        self.peak = problem.peak_memory(solution.choices) or 0.0
-        return solution
+            raise MemoryTooSmallError(needed_bytes=float(exc.min_peak) + options.reserve,
+                                      limit_bytes=float(limit), mesh=str(self.mesh)) from None
 
     def _decode(self, solution: Any, nodes: list[pc.NodeTerms], edges: list[pc.Edge],
-                limit: float) -> Plan:
+                loops: list[pc.Edge], limit: float) -> Plan:
         chosen: list[Strategy] = [s[c] for s, c in
                                   zip(self.strategies, solution.choices, strict=True)]
         op_records = {}
@@ -180,12 +223,16 @@ class _Planner:
                                       self.hbm_bw)
         reshards.extend(pc.output_reshards(self.graph, self.ops, chosen, self.links,
                                           self.hbm_bw))
+        reshards.extend(pc.decode_next_step(self.graph, self.ops, chosen, loops, self.links,
+                                            self.hbm_bw))
         tensors = _tensor_records(self.graph, self.ops, chosen, self.links, self.hbm_bw)
         compute = sum(r.compute_s for r in op_records.values())
         comm = sum(r.comm_s for r in op_records.values()) + sum(r.seconds for r in reshards)
         total = compute + comm
         _check_objective(total, solution.objective)
-        peak = float(self.peak)
+        peak = self.memory.peak(solution.choices) + self.options.reserve
+        breakdown = self.memory.breakdown(solution.choices)
+        breakdown["reserve"] = self.options.reserve
         objective = Objective(
             total_s=total, compute_s=compute, comm_s=comm,
             lower_bound_s=float(min(solution.bound, total)), optimal=bool(solution.optimal),
@@ -199,7 +246,7 @@ class _Planner:
             objective=objective,
             peak_bytes_per_device=peak,
             limit_bytes=limit,
-            memory_breakdown=pc.memory_breakdown(self.graph, self.ops, nodes, solution.choices),
+            memory_breakdown=dict(sorted(breakdown.items())),
             tensors=tensors, ops=op_records, reshards=tuple(reshards),
             fingerprint=fingerprint(self.graph, self.mesh, self.topology, self.links),
             notes=NOTES,

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-import solver
-from autoshard.errors import AutoshardError, MemoryTooSmallError, TopologyError
+from autoshard.errors import AutoshardError, TopologyError
 from autoshard.links import MeshLinks
 from autoshard.mesh import Mesh
 from autoshard.placements import Partial, Replicate, Shard
@@ -34,7 +33,7 @@ from costmodel import (
 )
 from graphs import Op, OpGraph, TensorRole, TensorSpec, get_op
 
-SOURCE_KINDS = ("input", "param")
+SOURCE_KINDS = ("input", "param", "state")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +48,8 @@ class NodeTerms:
     memory: np.ndarray
     working: np.ndarray
     flops: np.ndarray
+    in_bytes: tuple[np.ndarray, ...]
+    out_bytes: tuple[np.ndarray, ...]
 
 
 Edge = tuple[int, int, np.ndarray, tuple[str, int, int]]
@@ -112,8 +113,12 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
     count = len(strategies)
     compute, comm, fixup = np.zeros(count), np.zeros(count), np.zeros(count)
     memory, working, flops = np.zeros(count), np.zeros(count), np.zeros(count)
+    in_bytes = tuple(np.zeros(count) for _ in ins)
+    out_bytes = tuple(np.zeros(count) for _ in outs)
     for k, strat in enumerate(strategies):
         local_in, local_out = local_specs(ins, strat.inputs), local_specs(outs, strat.outputs)
+        for vec, spec in zip((*in_bytes, *out_bytes), (*local_in, *local_out), strict=True):
+            vec[k] = spec.nbytes
         if op.kind not in SOURCE_KINDS:
             flops[k] = opdef.flops(local_in, local_out, op.attrs)
             compute[k] = compute_seconds(flops[k], opdef.bytes_moved(local_in, local_out,
@@ -127,7 +132,8 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
         else:
             working[k] = sum(t.nbytes for t in (*local_in, *local_out))
     terms = NodeTerms(cost=compute + comm + fixup, compute=compute, comm=comm, fixup=fixup,
-                      memory=memory, working=working, flops=flops)
+                      memory=memory, working=working, flops=flops, in_bytes=in_bytes,
+                      out_bytes=out_bytes)
     _NODE_CACHE[key] = terms
     return terms
 
@@ -239,6 +245,50 @@ def edge_matrices(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy
     return edges
 
 
+NEXT_STEP = "<next step>"
+
+
+def next_step_edges(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy, ...]],
+                    links: MeshLinks, hbm_bw: float | None) -> list[Edge]:
+    """Edges from each in-place output of an optimizer step back to the source op that stores
+    the value it overwrites: the updated parameter (or moment) must be in its stored layout
+    when the next step starts. ZeRO-1/2's all-gather of updated parameters is this reshard.
+    The edge's (tensor, output, input) names the updated tensor and the step's output index;
+    the input index is -1 (the target is the source op's stored output)."""
+    index = {op.name: i for i, op in enumerate(ops)}
+    edges: list[Edge] = []
+    for u, op in enumerate(ops):
+        for j, k in enumerate(get_op(op.kind).updates[: len(op.outputs)]):
+            source = graph.producer(op.inputs[k])
+            if source.kind not in SOURCE_KINDS:
+                continue
+            v = index[source.name]
+            tensor = graph.tensors[op.outputs[j]]
+            srcs = tuple(s.outputs[j] for s in strategies[u])
+            dsts = tuple(s.outputs[0] for s in strategies[v])
+            matrix = reshard_cost_matrix(srcs, dsts, tensor.shape, tensor.dtype.itemsize,
+                                         links, hbm_bw)
+            edges.append((u, v, matrix, (tensor.name, j, -1)))
+    return edges
+
+
+def decode_next_step(graph: OpGraph, ops: list[Op], chosen: list[Strategy], loops: list[Edge],
+                     links: MeshLinks, hbm_bw: float | None) -> list[ReshardRecord]:
+    """The priced next-step reshards of the chosen plan (consumer ``<next step>``)."""
+    records = []
+    for u, v, _matrix, (name, j, _i) in loops:
+        src, dst = chosen[u].outputs[j], chosen[v].outputs[0]
+        if src == dst:
+            continue
+        tensor = graph.tensors[name]
+        reshard = find_reshard(src, dst, tensor.shape, tensor.dtype.itemsize, links, hbm_bw)
+        records.append(ReshardRecord(
+            tensor=name, producer=ops[u].name, consumer=NEXT_STEP,
+            src=tuple(str(p) for p in src.placements), dst=tuple(str(p) for p in dst.placements),
+            collectives=_records(reshard, links)))
+    return records
+
+
 def op_record(graph: OpGraph, op: Op, node: NodeTerms, strat: Strategy, choice: int,
               links: MeshLinks) -> OpRecord:
     ins, outs = graph.specs(op)
@@ -297,31 +347,6 @@ def output_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], links
     return records
 
 
-def liveness_rows(ops: list[Op], nodes: list[NodeTerms]
-                  ) -> tuple[tuple[tuple[int, np.ndarray], ...], ...]:
-    """One memory row per running op: every resident shard (parameters, graph inputs) plus the
-    running op's working set (its local inputs and outputs, as that op's strategy lays them
-    out). A weight all-gathered for use therefore pays for the gathered copy while its op runs,
-    which is what keeps a tight ``--memory`` from being dodged by gathering at use. A weight
-    used exactly as stored is counted twice (resident and working): conservative by at most
-    one op's weights."""
-    resident = tuple((i, n.memory) for i, (op, n) in enumerate(zip(ops, nodes, strict=True))
-                     if op.kind in SOURCE_KINDS)
-    rows = [(*resident, (i, n.working)) for i, (op, n) in enumerate(zip(ops, nodes, strict=True))
-            if op.kind not in SOURCE_KINDS]
-    return tuple(rows) or (resident,)
-
-
-def memory_breakdown(graph: OpGraph, ops: list[Op], nodes: list[NodeTerms], choices: Any
-                     ) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for op, node, c in zip(ops, nodes, choices, strict=True):
-        if op.kind in SOURCE_KINDS:
-            role = graph.tensors[op.outputs[0]].role.value
-            totals[role] = totals.get(role, 0.0) + float(node.memory[c])
-    return dict(sorted(totals.items()))
-
-
 def partition_spec_or_none(sharding: TensorSharding) -> tuple[Any, ...] | None:
     try:
         return tuple(sharding.to_partition_spec())
@@ -342,8 +367,3 @@ def sdy_string(sharding: TensorSharding) -> str | None:
     unreduced = [axis for axis, _op in sharding.partial_axes]
     tail = f", unreduced={{{', '.join(repr(a) for a in unreduced)}}}" if unreduced else ""
     return f"#sdy.sharding<@mesh, [{', '.join(dims)}]{tail}>"
-
-
-def memory_error(exc: solver.Infeasible, limit: float, mesh: Mesh) -> MemoryTooSmallError:
-    return MemoryTooSmallError(needed_bytes=float(exc.min_peak), limit_bytes=float(limit),
-                               mesh=str(mesh))

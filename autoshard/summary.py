@@ -49,10 +49,22 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+BREAKDOWN_ORDER = ("params", "grads", "optimizer", "activations", "inputs", "reserve")
+
+
 def _breakdown(breakdown: Any) -> str:
+    """Categories at the peak step in a fixed order; the saved-for-backward total (which may
+    be partly freed by the peak) after them."""
     if not breakdown:
         return ""
-    return ": " + ", ".join(f"{k} {format_bytes(v)}" for k, v in breakdown.items())
+    parts = [f"{k} {format_bytes(breakdown[k])}" for k in BREAKDOWN_ORDER
+             if breakdown.get(k)]
+    parts += [f"{k} {format_bytes(v)}" for k, v in breakdown.items()
+              if k not in BREAKDOWN_ORDER and k != "activations_saved" and v]
+    text = ": " + ", ".join(parts) if parts else ""
+    if breakdown.get("activations_saved"):
+        text += f"\n           saved for backward {format_bytes(breakdown['activations_saved'])}"
+    return text
 
 
 def _top_collectives(plan: Plan, count: int = 10) -> list[str]:

@@ -36,7 +36,7 @@ from graphs.signature import DimSignature
 
 logger = logging.getLogger(__name__)
 
-SOURCE_KINDS = ("input", "param")
+SOURCE_KINDS = ("input", "param", "state")
 
 
 class OpGraph:
@@ -140,11 +140,25 @@ class OpGraph:
         """Add a parameter (source op ``param`` of the same name); returns the tensor name."""
         return self._source("param", name, shape, dtype, TensorRole.PARAM)
 
+    def state(self, name: str, shape: Sequence[int], dtype: DType | str, *, of: str) -> str:
+        """Add optimizer state of parameter ``of`` (source op ``state``, role OPTIMIZER_STATE):
+        it persists across steps like a parameter, so the memory model keeps it resident."""
+        return self._source("state", name, shape, dtype, TensorRole.OPTIMIZER_STATE, of)
+
+    def set_role(self, tensor: str, role: TensorRole, grad_of: str | None = None) -> None:
+        """Give an op-produced tensor its role (a parameter's gradient, a next-step value);
+        the memory model and the exporters read roles, so autodiff sets them explicitly."""
+        current = self._tensors.get(tensor)
+        if current is None:
+            raise StructureError(f'cannot set the role of "{tensor}": no such tensor')
+        self._tensors[tensor] = Tensor(name=tensor, shape=current.shape, dtype=current.dtype,
+                                       role=role, grad_of=grad_of)
+
     def _source(self, kind: str, name: str, shape: Sequence[int], dtype: DType | str,
-                role: TensorRole) -> str:
+                role: TensorRole, grad_of: str | None = None) -> str:
         dtype = dtype if isinstance(dtype, DType) else DType.parse(dtype)
         shape = tuple(int(d) for d in shape)
-        self.add_tensor(Tensor(name=name, shape=shape, dtype=dtype, role=role))
+        self.add_tensor(Tensor(name=name, shape=shape, dtype=dtype, role=role, grad_of=grad_of))
         self.add_op(Op(name=name, kind=kind, inputs=(), outputs=(name,),
                        attrs={"shape": list(shape), "dtype": dtype.value}))
         return name

@@ -196,7 +196,7 @@ def _fallback(ix: Indexed, deadline: float | None) -> np.ndarray:
     return answer.x
 
 
-NOISE = 1e-12
+NOISE = 1e-9  # CP-SAT scales costs to integers; its bound carries that rounding
 
 
 def _magnitude(problem: ChoiceProblem) -> float:

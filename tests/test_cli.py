@@ -60,9 +60,12 @@ def test_json_summary_is_machine_readable(small_model) -> None:
     (("--topology", "dgx-h1000"), "dgx-h100"),
     (("--link", "tp"), "AXIS=SPEC"),
     (("--link", "zz=nvlink"), "zz"),
-    (("--training",), "--training"),
+    (("--optimizer", "sgd"), "--training"),
+    (("--reserve", "2GiX"), "2GiX"),
+    (("--training", "--reserve", "100TiB"), "reserve"),
 ], ids=["zero-axis", "duplicate-axis", "axis-without-size", "memory-unit", "unknown-model",
-        "missing-file", "unknown-topology", "link-syntax", "link-unknown-axis", "training"])
+        "missing-file", "unknown-topology", "link-syntax", "link-unknown-axis",
+        "optimizer-without-training", "reserve-unit", "reserve-over-limit"])
 def test_bad_input_gets_one_line_and_exit_2(args, needle) -> None:
     result = run("plan", *args)
     assert result.exit_code == 2, result.output

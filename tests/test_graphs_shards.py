@@ -84,6 +84,10 @@ CASES = [
                                  ((z["a"], z["b"], z["c"], 4), F),
                                  ((z["a"], z["b"], z["c"], 4), F)],
          lambda z: {"causal": True, "scale": 0.3}),
+    Case("sgd_step", lambda z: [((z["a"], z["b"]), F), ((z["a"], z["b"]), F)]),
+    Case("adamw_step", lambda z: [((z["a"], z["b"]), F), ((z["a"], z["b"]), F),
+                                  *[((z["a"], z["b"]), DType.F32)] * 3], positive=True),
+    Case("adamw_step", lambda z: [((z["c"],), DType.F32)] * 4, positive=True),
 ]
 _IDS = [f"{c.kind}-{i}" for i, c in enumerate(CASES)]
 
@@ -173,5 +177,5 @@ def test_reference_agrees_with_signature_on_local_shards(case: Case, sizes: Z,
 def test_every_kind_has_a_shard_case() -> None:
     from graphs import op_kinds
 
-    covered = {case.kind for case in CASES} | {"input", "param"}
+    covered = {case.kind for case in CASES} | {"input", "param", "state"}
     assert covered == set(op_kinds())

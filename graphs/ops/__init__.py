@@ -7,6 +7,7 @@ from graphs.ops import (  # noqa: F401 - imported for their registrations
     embedding,
     loss,
     norm,
+    optimizer,
     reduce,
     rotary,
     shape,

@@ -22,6 +22,10 @@ Contract of the callables (``ins``/``outs`` are tuples of :class:`TensorSpec`):
   cannot recover (``reshape``'s target shape: a split (a b) → a, b sharded on a or on b gives
   the same local data but different local shapes). None means the attrs are used unchanged;
   :func:`local_attrs` applies the rule.
+* ``updates`` (optimizer steps): ``updates[j]`` is the input that output ``j`` overwrites in
+  place (the next step's parameter, master weights, moments). The memory model does not count
+  such outputs twice, and the planner prices keeping the updated value in the layout its
+  source op stores, so a plan is a fixed point from one step to the next.
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ class OpDef:
     vjp: Callable[..., Any] | None = None
     doc: str = ""
     local_attrs: Callable[[Attrs, Specs, Specs], Attrs] | None = None
+    updates: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.required_attrs is None:

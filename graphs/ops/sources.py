@@ -1,5 +1,6 @@
-"""Source kinds ``input`` and ``param``: they produce graph inputs and parameters, so that every
-tensor in a graph has exactly one producer. They compute nothing; their values are given."""
+"""Source kinds ``input``, ``param`` and ``state``: they produce graph inputs, parameters and
+optimizer state (master weights, moments), so that every tensor in a graph has exactly one
+producer. They compute nothing; their values are given."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _zero(ins: Specs, outs: Specs, attrs: Attrs) -> float:
     return 0.0
 
 
-for _kind in ("input", "param"):
+for _kind in ("input", "param", "state"):
     register_op(OpDef(kind=_kind, infer=_infer, signature=_signature, reference=no_reference,
                       flops=_zero, bytes_moved=_zero, num_inputs=0,
                       required_attrs={"shape": list, "dtype": str},
