@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphs import Op, OpGraph, TensorRole, get_op
+from graphs.autodiff import Phase, phase_of
 
 SOURCE_KINDS = ("input", "param", "state")
 SOURCE_CATEGORY = {TensorRole.PARAM: "params", TensorRole.OPTIMIZER_STATE: "optimizer",
@@ -198,14 +199,6 @@ def _live_term(graph: OpGraph, name: str, producer: int, output: int, start: int
 
 def _is_saved(op: Op, users: list[Op]) -> bool:
     """A forward tensor read by a backward op: what the step keeps for the backward pass."""
-    if _phase(op.name) != "forward":
+    if phase_of(op.name) is not Phase.FORWARD:
         return False
-    return any(_phase(u.name) == "backward" for u in users)
-
-
-def _phase(name: str) -> str:
-    for prefix, phase in (("bwd/", "backward"), ("recompute/", "recompute"),
-                          ("opt/", "optimizer")):
-        if name.startswith(prefix):
-            return phase
-    return "forward"
+    return any(phase_of(u.name) is Phase.BACKWARD for u in users)

@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["graphs.opgraph", "graphs.io", "graphs.signature", "graphs.ops.einsum"]
+MODULES = ["graphs.opgraph", "graphs.io", "graphs.signature", "graphs.ops.einsum",
+           "graphs.autodiff", "graphs.autodiff_eval"]
 
 
 @pytest.mark.parametrize("name", MODULES, ids=MODULES)

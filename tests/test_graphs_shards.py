@@ -88,6 +88,37 @@ CASES = [
     Case("adamw_step", lambda z: [((z["a"], z["b"]), F), ((z["a"], z["b"]), F),
                                   *[((z["a"], z["b"]), DType.F32)] * 3], positive=True),
     Case("adamw_step", lambda z: [((z["c"],), DType.F32)] * 4, positive=True),
+    *[Case(kind, lambda z: [((z["a"], z["b"]), F), ((z["a"], z["b"]), F)])
+      for kind in ("gelu_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd", "tanh_bwd")],
+    Case("pad", lambda z: [((z["a"], z["b"]), F)], lambda z: {"dim": 1, "before": 1, "after": 2}),
+    Case("broadcast_to", lambda z: [((z["a"], z["c"]), F)],
+         lambda z: {"shape": [z["a"], z["b"], z["c"]], "dims": [1]}),
+    Case("broadcast_to", lambda z: [((z["a"], 1), F)],
+         lambda z: {"shape": [z["a"], z["b"]], "dims": [1]}),
+    Case("max_bwd", lambda z: [((z["a"], z["b"]), F), ((z["a"],), F), ((z["a"],), F)],
+         lambda z: {"dims": [1]}),
+    Case("softmax_bwd", lambda z: [((z["a"], z["b"], z["c"]), F)] * 2, lambda z: {"dim": 1}),
+    Case("log_softmax_bwd", lambda z: [((z["a"], z["b"]), F)] * 2),
+    *[Case(f"{norm}_bwd_x", lambda z: [((z["a"], z["b"], z["c"]), F), ((z["c"],), F),
+                                       ((z["a"], z["b"], z["c"]), F)])
+      for norm in ("layer_norm", "rms_norm")],
+    *[Case(f"{norm}_bwd_w", lambda z: [((z["a"], z["b"], z["c"]), F)] * 2)
+      for norm in ("layer_norm", "rms_norm")],
+    Case("cross_entropy_bwd",
+         lambda z: [((z["a"], z["b"], z["c"]), F), ((z["a"], z["b"]), INT), ((), F)],
+         lambda z: {"count": z["a"] * z["b"]}),
+    Case("embedding_bwd", lambda z: [((z["a"], z["b"]), INT), ((z["a"], z["b"], z["d"]), F)],
+         lambda z: {"vocab": z["b"] + z["c"]}),
+    Case("attention_bwd", lambda z: [((z["a"], z["b"], z["c"] * z["d"], 4), F),
+                                     ((z["a"], z["e"], z["c"], 4), F),
+                                     ((z["a"], z["e"], z["c"], 3), F),
+                                     ((z["a"], z["b"], z["c"] * z["d"], 3), F)],
+         lambda z: {"causal": False}),
+    Case("attention_bwd", lambda z: [((z["a"], z["b"], z["c"] * z["d"], 4), F),
+                                     ((z["a"], z["b"], z["c"], 4), F),
+                                     ((z["a"], z["b"], z["c"], 4), F),
+                                     ((z["a"], z["b"], z["c"] * z["d"], 4), F)],
+         lambda z: {"causal": True, "scale": 0.3}),
 ]
 _IDS = [f"{c.kind}-{i}" for i, c in enumerate(CASES)]
 

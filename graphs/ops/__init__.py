@@ -2,11 +2,15 @@
 
 from graphs.ops import (  # noqa: F401 - imported for their registrations
     attention,
+    attention_bwd,
+    backward,
     einsum,
     elementwise,
     embedding,
+    lookup_bwd,
     loss,
     norm,
+    norm_bwd,
     optimizer,
     reduce,
     rotary,

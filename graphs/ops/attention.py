@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphs.errors import ShapeError
+from graphs.ops import vjps
 from graphs.ops._common import need_rank, same_dtype
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
 from graphs.signature import DimSignature, bind_signature
@@ -44,6 +45,10 @@ def _infer(ins: Specs, attrs: Attrs) -> Specs:
     if bool(attrs.get("causal", True)) and k.shape[1] < s:
         raise ShapeError(f"attention: causal needs t >= s, got s={s}, t={k.shape[1]}")
     return (TensorSpec((b, s, hq, v.shape[3]), same_dtype(ins, "attention")),)
+
+
+infer_attention = _infer
+"""Shape inference of ``attention`` (its backward kind checks its operands with it)."""
 
 
 def _signature(ins: Specs, outs: Specs, attrs: Attrs) -> DimSignature:
@@ -76,5 +81,6 @@ def _flops(ins: Specs, outs: Specs, attrs: Attrs) -> float:
 
 register_op(OpDef(kind="attention", infer=_infer, signature=_signature, reference=_reference,
                   flops=_flops, partial_inputs=(frozenset({2}),), num_inputs=3,
+                  vjp=vjps.attention_vjp,
                   optional_attrs={"causal": True, "scale": None},
                   doc="Fused (flash) attention with GQA; see the module docstring."))

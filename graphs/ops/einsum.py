@@ -17,7 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphs.errors import AttrError, ShapeError
+from graphs.ir import Op
 from graphs.ops._common import same_dtype, signature_text
+from graphs.ops._vjp import GradBuilder, Grads, aligned
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
 from graphs.signature import DimSignature, bind_signature
 
@@ -91,8 +93,35 @@ def _flops(ins: Specs, outs: Specs, attrs: Attrs) -> float:
     return 2.0 * total if set(sizes) - set(right) else total
 
 
+def einsum_vjp(grads: GradBuilder, op: Op, dys: Grads, needed: frozenset[int]) -> Grads:
+    """Operand i's gradient is the einsum of dy with the other operands, in operand order with
+    dy in slot i (``bsh,hf->bsf`` gives ``bsf,hf->bsh`` and ``bsh,bsf->hf``). Letters only
+    operand i holds (summed away in the forward) are absent from that einsum and restored
+    with ``broadcast_to``.
+    """
+    operands, right = parse_equation(grads.attrs(op)["equation"])
+    out: dict[int, str | None] = {}
+    for i in sorted(needed):
+        terms = [*operands[:i], right, *operands[i + 1:]]
+        inputs = [grads.value(t) for t in op.inputs]
+        inputs[i] = dys[0]
+        available = set("".join(terms))
+        keep = "".join(c for c in operands[i] if c in available)
+        if len(terms) == 1 and keep == right:
+            grad = inputs[0]
+        else:
+            grad = grads.emit("einsum", inputs, equation=f"{','.join(terms)}->{keep}")
+        if keep != operands[i]:
+            shape = list(grads.spec(op.inputs[i]).shape)
+            dims = [k for k, c in enumerate(operands[i]) if c not in available]
+            grad = grads.emit("broadcast_to", [grad], shape=shape, dims=dims)
+        out[i] = grad
+    return aligned(op, needed, out)
+
+
 EINSUM = register_op(OpDef(
     kind="einsum", infer=_infer, signature=_signature, reference=_reference, flops=_flops,
+    vjp=einsum_vjp,
     partial_inputs=tuple(frozenset({i}) for i in range(MAX_OPERANDS)),
     required_attrs={"equation": str},
     doc="NumPy einsum; partial_inputs lists {i} for every operand slot up to 8 (indices past "

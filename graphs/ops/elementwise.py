@@ -18,6 +18,7 @@ import numpy as np
 
 from graphs.errors import AttrError, ShapeError
 from graphs.ir import DType
+from graphs.ops import vjps
 from graphs.ops._common import DimText, dim_names, numel_flops, same_dtype, signature_text
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
 from graphs.signature import DimSignature, bind_signature
@@ -92,9 +93,19 @@ _UNARY: dict[str, tuple[Fn, tuple[frozenset[int], ...]]] = {
     "sigmoid": (sigmoid, ()),
 }
 
+_VJPS = {
+    "add": vjps.add_vjp, "sub": vjps.sub_vjp, "mul": vjps.mul_vjp, "div": vjps.div_vjp,
+    "neg": vjps.neg_vjp, "exp": vjps.exp_vjp, "log": vjps.log_vjp,
+    "tanh": vjps.derivative_vjp("tanh_bwd", reads_output=True),
+    "gelu": vjps.derivative_vjp("gelu_bwd", reads_output=False),
+    "silu": vjps.derivative_vjp("silu_bwd", reads_output=False),
+    "relu": vjps.derivative_vjp("relu_bwd", reads_output=False),
+    "sigmoid": vjps.derivative_vjp("sigmoid_bwd", reads_output=True),
+}
+
 for _kind, (_fn, _partial) in {**_BINARY, **_UNARY}.items():
     register_op(OpDef(kind=_kind, infer=_infer_same(_kind), signature=_signature,
-                      reference=_reference(_fn), flops=numel_flops(1),
+                      reference=_reference(_fn), flops=numel_flops(1), vjp=_VJPS[_kind],
                       partial_inputs=_partial, num_inputs=2 if _kind in _BINARY else 1,
                       doc=f"Elementwise {_kind} with NumPy broadcasting."))
 
@@ -129,11 +140,13 @@ def _where(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]
 
 register_op(OpDef(kind="cast", infer=_infer_cast, signature=_signature, reference=_cast,
                   flops=numel_flops(1), partial_inputs=(frozenset({0}),), num_inputs=1,
-                  required_attrs={"dtype": str}, doc="Convert to attr dtype."))
+                  required_attrs={"dtype": str}, vjp=vjps.cast_vjp,
+                  doc="Convert to attr dtype."))
 register_op(OpDef(kind="scale", infer=_infer_same("scale"), signature=_signature,
                   reference=_scale, flops=numel_flops(1), partial_inputs=(frozenset({0}),),
-                  num_inputs=1, required_attrs={"factor": float},
+                  num_inputs=1, required_attrs={"factor": float}, vjp=vjps.scale_vjp,
                   doc="Multiply by the constant attr factor."))
 register_op(OpDef(kind="where", infer=_infer_where, signature=_signature, reference=_where,
                   flops=numel_flops(1), partial_inputs=(frozenset({1, 2}),), num_inputs=3,
+                  vjp=vjps.where_vjp,
                   doc="where(cond, a, b) with broadcasting; cond is bool."))

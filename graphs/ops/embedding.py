@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from graphs.ops import vjps
 from graphs.ops._common import dim_names, need_int, need_rank, signature_text
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
 from graphs.signature import DimSignature, bind_signature
@@ -45,4 +46,4 @@ def _bytes(ins: Specs, outs: Specs, attrs: Attrs) -> float:
 
 register_op(OpDef(kind="embedding", infer=_infer, signature=_signature, reference=_reference,
                   flops=_zero, bytes_moved=_bytes, partial_inputs=(frozenset({1}),),
-                  num_inputs=2, doc="table[ids]; vocab blocked."))
+                  num_inputs=2, vjp=vjps.embedding_vjp, doc="table[ids]; vocab blocked."))

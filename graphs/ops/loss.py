@@ -14,6 +14,7 @@ import numpy as np
 
 from graphs.errors import ShapeError
 from graphs.ir import DType
+from graphs.ops import vjps
 from graphs.ops._common import dim_names, need_int, signature_text
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
 from graphs.ops.softmax import log_softmax
@@ -51,5 +52,5 @@ def _flops(ins: Specs, outs: Specs, attrs: Attrs) -> float:
 
 
 register_op(OpDef(kind="cross_entropy", infer=_infer, signature=_signature,
-                  reference=_reference, flops=_flops, num_inputs=2,
+                  reference=_reference, flops=_flops, num_inputs=2, vjp=vjps.cross_entropy_vjp,
                   doc="Mean softmax cross-entropy over all target positions."))

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphs.errors import ShapeError
+from graphs.ops import vjps
 from graphs.ops._common import dim_names, need_inputs, numel_flops, same_dtype, signature_text
 from graphs.ops.registry import Attrs, OpDef, Specs, register_op
 from graphs.signature import DimSignature, bind_signature
@@ -54,7 +55,9 @@ def _rms_norm(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, .
 
 register_op(OpDef(kind="layer_norm", infer=_infer("layer_norm", (2, 3)), signature=_signature,
                   reference=_layer_norm, flops=numel_flops(8), num_inputs=None,
-                  optional_attrs={"eps": 1e-5}, doc="LayerNorm over the last dim."))
+                  optional_attrs={"eps": 1e-5}, vjp=vjps.norm_vjp("layer_norm"),
+                  doc="LayerNorm over the last dim."))
 register_op(OpDef(kind="rms_norm", infer=_infer("rms_norm", (2,)), signature=_signature,
                   reference=_rms_norm, flops=numel_flops(5), num_inputs=2,
-                  optional_attrs={"eps": 1e-6}, doc="RMSNorm over the last dim."))
+                  optional_attrs={"eps": 1e-6}, vjp=vjps.norm_vjp("rms_norm"),
+                  doc="RMSNorm over the last dim."))

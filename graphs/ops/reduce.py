@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphs.errors import AttrError
+from graphs.ops import vjps
 from graphs.ops._common import DimText, dim_names, norm_dim, signature_text
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
 from graphs.signature import DimSignature, bind_signature
@@ -66,9 +67,12 @@ def _flops(ins: Specs, outs: Specs, attrs: Attrs) -> float:
     return float(ins[0].numel)
 
 
+_VJPS = {"sum": vjps.sum_vjp, "mean": vjps.mean_vjp, "max": vjps.max_vjp}
+
 for _kind, _partial in (("sum", (frozenset({0}),)), ("mean", (frozenset({0}),)), ("max", ())):
     register_op(OpDef(kind=_kind, infer=_infer(_kind), signature=_signature(_kind),
                       reference=_reference(_kind), flops=_flops, partial_inputs=_partial,
+                      vjp=_VJPS[_kind],
                       num_inputs=1, required_attrs={"dims": list},
                       optional_attrs={"keepdim": False},
                       doc=f"{_kind} over attr dims; reduced factors contracted "

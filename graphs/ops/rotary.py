@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphs.errors import ShapeError
+from graphs.ops import vjps
 from graphs.ops._common import need_rank, numel_flops, same_dtype
 from graphs.ops.registry import Attrs, OpDef, Specs, register_op
 from graphs.signature import DimSignature, bind_signature
@@ -50,4 +51,5 @@ def _reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, 
 
 register_op(OpDef(kind="rotary", infer=_infer, signature=_signature, reference=_reference,
                   flops=numel_flops(3), partial_inputs=(frozenset({0}),), num_inputs=3,
+                  vjp=vjps.rotary_vjp,
                   doc="Rotary embedding, rotate-half (HF Llama) convention."))

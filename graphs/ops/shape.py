@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphs.errors import AttrError, ShapeError
+from graphs.ops import vjps
 from graphs.ops._common import DimText, dim_names, norm_dim, same_dtype, signature_text
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
 from graphs.signature import DimSignature, bind_signature
@@ -119,6 +120,7 @@ def _local_reshape(attrs: Attrs, local_ins: Specs, local_outs: Specs) -> Attrs:
 register_op(OpDef(kind="reshape", infer=_infer_reshape, signature=_signature_reshape,
                   reference=_reshape, flops=_zero, partial_inputs=(frozenset({0}),),
                   num_inputs=1, required_attrs={"shape": list}, local_attrs=_local_reshape,
+                  vjp=vjps.reshape_vjp,
                   doc="Row-major reshape/view; see the module docstring for its signature."))
 
 
@@ -147,7 +149,7 @@ def _transpose(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, 
 
 register_op(OpDef(kind="transpose", infer=_infer_transpose, signature=_signature_transpose,
                   reference=_transpose, flops=_zero, partial_inputs=(frozenset({0}),),
-                  num_inputs=1, required_attrs={"perm": list},
+                  num_inputs=1, required_attrs={"perm": list}, vjp=vjps.transpose_vjp,
                   doc="Permute dims: output dim i is input dim perm[i]."))
 
 
@@ -186,7 +188,8 @@ def _concat(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...
 
 register_op(OpDef(kind="concat", infer=_infer_concat, signature=_signature_concat,
                   reference=_concat, flops=_zero, num_inputs=None,
-                  required_attrs={"dim": int}, doc="Concatenate along attr dim (variadic)."))
+                  required_attrs={"dim": int}, vjp=vjps.concat_vjp,
+                  doc="Concatenate along attr dim (variadic)."))
 
 
 def _infer_split(ins: Specs, attrs: Attrs) -> Specs:
@@ -215,6 +218,7 @@ def _split(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]
 register_op(OpDef(kind="split", infer=_infer_split, signature=_signature_split,
                   reference=_split, flops=_zero, partial_inputs=(frozenset({0}),),
                   num_inputs=1, num_outputs=None, required_attrs={"dim": int, "sizes": list},
+                  vjp=vjps.split_vjp,
                   doc="Split along attr dim into pieces of attr sizes; several outputs."))
 
 
@@ -247,4 +251,5 @@ def _slice(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]
 register_op(OpDef(kind="slice", infer=_infer_slice, signature=_signature_slice,
                   reference=_slice, flops=_zero, partial_inputs=(frozenset({0}),),
                   num_inputs=1, required_attrs={"dim": int, "start": int, "stop": int},
+                  vjp=vjps.slice_vjp,
                   doc="x[start:stop] along attr dim (Python slice rules, step 1)."))

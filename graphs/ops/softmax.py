@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from graphs.ops import vjps
 from graphs.ops._common import dim_names, norm_dim, numel_flops, signature_text
 from graphs.ops.registry import Attrs, OpDef, Specs, register_op
 from graphs.signature import DimSignature, bind_signature
@@ -43,4 +44,5 @@ def _log_softmax(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray
 for _kind, _fn in (("softmax", _softmax), ("log_softmax", _log_softmax)):
     register_op(OpDef(kind=_kind, infer=_infer, signature=_signature, reference=_fn,
                       flops=numel_flops(FLOPS_PER_ELEMENT), num_inputs=1,
+                      vjp=vjps.softmax_vjp(f"{_kind}_bwd"),
                       optional_attrs={"dim": -1}, doc=f"{_kind} over attr dim (blocked)."))
