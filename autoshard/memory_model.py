@@ -144,6 +144,11 @@ def build_memory_model(graph: OpGraph, ops: Sequence[Op], source_memory: Sequenc
                               tensor=tensor.name))
     saved: list[tuple[int, np.ndarray]] = []
     for i, op in enumerate(ops):
+        if op.kind == "input":
+            readers = [ops[node_of[c.name]] for c in graph.consumers(op.outputs[0])]
+            forward = any(phase_of(r.name) is Phase.FORWARD for r in readers)
+            if forward and _is_saved(op, readers):  # the first layer's input, kept for backward
+                saved.append((i, source_memory[i]))
         if op.kind in SOURCE_KINDS:
             continue
         t = step_of[i]
@@ -198,7 +203,8 @@ def _live_term(graph: OpGraph, name: str, producer: int, output: int, start: int
 
 
 def _is_saved(op: Op, users: list[Op]) -> bool:
-    """A forward tensor read by a backward op: what the step keeps for the backward pass."""
+    """A forward tensor read by a backward or recompute op: what the step keeps from the
+    forward pass for the backward pass."""
     if phase_of(op.name) is not Phase.FORWARD:
         return False
-    return any(phase_of(u.name) is Phase.BACKWARD for u in users)
+    return any(phase_of(u.name) in (Phase.BACKWARD, Phase.RECOMPUTE) for u in users)

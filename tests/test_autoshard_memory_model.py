@@ -55,7 +55,7 @@ def test_single_device_profile_matches_the_hand_schedule() -> None:
     assert breakdown["optimizer"] == 12 * weight
     assert breakdown["inputs"] == 2 * act
     assert breakdown["grads"] == weight                     # grad/w2 waits for its step
-    assert breakdown["activations_saved"] == hid            # h1 is what backward keeps
+    assert breakdown["activations_saved"] == hid + act      # backward keeps h1 and input x
     assert sum(v for k, v in breakdown.items() if k != "activations_saved") == max(profile)
 
 
