@@ -24,7 +24,7 @@ SHAPE_OVERRIDES = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
 def load_model(model: str, overrides: dict[str, Any]) -> OpGraph:
     """A zoo model by name, or a graph JSON file when the argument looks like a path."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    if model.endswith(".json") or Path(model).exists():
+    if model not in zoo.names() and (model.endswith(".json") or Path(model).exists()):
         if given:
             names = ", ".join(f"--{k}" for k in sorted(given))
             raise UsageError(f"{names} apply to zoo models only, not to the graph file {model}")

@@ -19,6 +19,13 @@ produced (bucketed reduce-scatter or all-reduce), so between its producer and th
 is held in the layout the optimizer reads. Outputs an op overwrites in place (``updates``:
 optimizer steps) take no new memory, and an in-place step reads resident state where it lies.
 
+A tensor read at a step where it is also alive (it has later readers) is counted twice at that
+step, once as stored and once as the op reads it; when the two layouts coincide that is one
+copy too many, so the profile is an upper bound of the true one by at most the running op's
+inputs (tests/test_autoshard_memory_model.py shows it at the ``down`` step of its hand
+schedule). Pricing the difference exactly needs a term per (producer, consumer) pair of
+choices, which the ILP rows do not have.
+
 The peak over the steps is the plan's memory; the ILP gets one row per step. Rows that cannot
 exceed the limit under any choice are dropped before solving (exact: such a row never binds);
 the full profile is always evaluated for the reported peak.

@@ -14,6 +14,8 @@ MODULES = [
     "autoshard.export.hlo_value",
     "autoshard.export.jax_spec",
     "autoshard.export.layout",
+    "autoshard.export.lowering",
+    "autoshard.export.plan_view",
     "autoshard.export.shardy",
 ]
 

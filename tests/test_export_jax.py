@@ -34,17 +34,19 @@ from autoshard.sharding import TensorSharding
 
 pytestmark = pytest.mark.jax
 
-NAMES = ("a", "b", "c")
+NAMES = ("a", "b", "c", "d")
+MAX_DEVICES = 16
 
 
 @st.composite
 def spec_cases(draw: st.DrawFn) -> tuple[tuple[tuple[str, int], ...], int, tuple, tuple]:
-    """A mesh (1–3 axes, ≤ 8 devices), a rank, a PartitionSpec and unreduced axes."""
-    rank_axes = draw(st.integers(1, 3))
+    """A mesh (1–4 axes of size 1–4, ≤ 16 devices), a rank, a PartitionSpec (axes in any
+    order on a dim) and unreduced axes."""
+    rank_axes = draw(st.integers(1, 4))
     sizes: list[int] = []
     for _ in range(rank_axes):
-        room = 8 // max(1, _prod(sizes))
-        sizes.append(draw(st.sampled_from([s for s in (1, 2, 4) if s <= room])))
+        room = MAX_DEVICES // max(1, _prod(sizes))
+        sizes.append(draw(st.sampled_from([s for s in (1, 2, 3, 4) if s <= room])))
     axes = tuple(zip(NAMES[:rank_axes], sizes, strict=True))
     ndim = draw(st.integers(1, 3))
     order = draw(st.permutations(NAMES[:rank_axes]))

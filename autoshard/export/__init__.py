@@ -5,6 +5,11 @@ All of them start from one normal form, `layout_of` (per tensor dim, the mesh (s
 shard it, major → minor, plus the pending reduction), so the formats cannot disagree about the
 layout. Each exporter refuses what its format cannot express with an `ExportError` naming the
 tensor, dim and axis; `check_exportable` adds the non-divisible-shape rules per format.
+
+Per plan: `plan_shardings` reads a saved plan back, `lower_plan_reshards` lowers every explicit
+reshard to named collectives (refusing a plan whose priced collectives differ), and
+`export_plan` writes the whole plan in one format (``autoshard export``), including runnable
+DTensor and JAX scripts (`autoshard.export.snippets`).
 torch and jax are imported only inside the functions that return their objects.
 """
 
@@ -40,6 +45,23 @@ from autoshard.export.jax_spec import (
     to_jax_partition_spec,
 )
 from autoshard.export.layout import AxisRef, ShardingLayout, layout_of
+from autoshard.export.lowering import (
+    LoweredCollective,
+    LoweredReshard,
+    ReshardMismatchError,
+    lower_plan_reshards,
+    lower_reshard,
+    sharding_text,
+    shardy_op,
+)
+from autoshard.export.plan_export import PlanFormat, export_plan, plan_json
+from autoshard.export.plan_view import (
+    PlanMismatchError,
+    PlanShardings,
+    check_fingerprint,
+    plan_links,
+    plan_shardings,
+)
 from autoshard.export.shardy import (
     layout_to_shardy,
     parse_shardy,
@@ -60,27 +82,42 @@ __all__ = [
     "HloKind",
     "HloParseError",
     "HloShardingValue",
+    "LoweredCollective",
+    "LoweredReshard",
     "NotDivisibleExportError",
     "NotExpressibleError",
+    "PlanFormat",
+    "PlanMismatchError",
+    "PlanShardings",
+    "ReshardMismatchError",
     "ShardingLayout",
     "SubgroupType",
     "TileAssignment",
     "canonical_iota",
     "check_exportable",
+    "check_fingerprint",
     "dtensor_mesh_source",
     "dtensor_placements",
+    "export_plan",
     "hlo_shardings_equal",
     "jax_mesh_source",
     "layout_of",
     "layout_to_hlo_sharding",
     "layout_to_shardy",
+    "lower_plan_reshards",
+    "lower_reshard",
     "parse_hlo_sharding",
     "parse_shardy",
     "parse_shardy_mesh",
     "partition_spec_entries",
     "partition_spec_source",
+    "plan_json",
+    "plan_links",
+    "plan_shardings",
+    "sharding_text",
     "shardy_dims",
     "shardy_mesh",
+    "shardy_op",
     "shardy_to_hlo_sharding",
     "to_dtensor",
     "to_dtensor_source",

@@ -1,0 +1,228 @@
+"""Explicit reshards lowered to named collectives over named mesh axes, in Shardy's syntax.
+
+A plan's reshard is priced as the steps `autoshard.reshard.find_reshard` returns; this module
+writes exactly those steps, one Shardy collective per step, each with the sharding it leaves
+(``-sdy-reshard-to-collectives`` prints them the same way), so what is emitted is what was
+priced. `lower_reshard` does it for one `Reshard`; `lower_plan_reshards` re-runs
+``find_reshard`` for every reshard of a plan and refuses (`ReshardMismatchError`) when the
+plan's priced list (kind and axes of each collective) differs from it.
+
+Worked example, mesh ``x=2, y=2``, tensor ``16x8``, ``[{"x"}, {}]`` → ``[{}, {"y"}]``::
+
+    step          axes  dims           Shardy op
+    all_slice     y     dst 1          sdy.all_slice [{}, {"y"}] -> [{"x"}, {"y"}]
+    all_gather    x     src 0          sdy.all_gather [{"x"}, {}] -> [{}, {"y"}]
+
+Local steps are emitted too (``all_slice``; ``replicated_to_partial`` is Shardy's
+``replicated_to_unreduced``): they cost a copy or nothing but are part of the priced path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autoshard.export.errors import ExportError
+from autoshard.export.layout import layout_of
+from autoshard.export.shardy import _ref
+
+logger = logging.getLogger(__name__)
+
+SHARDY_NAMES = {
+    "all_gather": "all_gather",
+    "all_slice": "all_slice",
+    "all_to_all": "all_to_all",
+    "all_reduce": "all_reduce",
+    "reduce_scatter": "reduce_scatter",
+    "collective_permute": "collective_permute",
+    "replicated_to_partial": "replicated_to_unreduced",
+}
+
+
+class ReshardMismatchError(ExportError):
+    """A plan's priced collectives differ from the ones its reshard lowers to.
+
+    Attributes (besides ExportError's): ``priced`` and ``emitted``, each a tuple of
+    ``(kind, axes)`` pairs.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tensor: str,
+        priced: tuple[tuple[str, tuple[str, ...]], ...],
+        emitted: tuple[tuple[str, tuple[str, ...]], ...],
+    ) -> None:
+        super().__init__(message, format="reshard", tensor=tensor)
+        self.priced, self.emitted = priced, emitted
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoweredCollective:
+    """One emitted collective: our kind, its mesh axes, and the Shardy op text."""
+
+    kind: str
+    axes: tuple[str, ...]
+    shardy: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoweredReshard:
+    """A plan reshard with its shardings and the collectives that implement it, in order."""
+
+    tensor: str
+    producer: str
+    consumer: str
+    src: Any
+    dst: Any
+    collectives: tuple[LoweredCollective, ...]
+
+
+def sharding_text(ts: Any) -> str:
+    """Shardy's per-dim text of a sharding, e.g. ``[{"x"}, {}], unreduced={"y"}``.
+
+    A pending reduction other than a sum is prefixed with its op (``unreduced=max{"y"}``, as
+    Shardy writes max and min; ``avg{...}`` has no Shardy form and only documents the plan).
+
+    Example:
+        >>> from autoshard.mesh import Mesh
+        >>> from autoshard.placements import Partial, Shard
+        >>> from autoshard.sharding import TensorSharding
+        >>> mesh = Mesh(axes=(("x", 2), ("y", 2)))
+        >>> sharding_text(TensorSharding(mesh, (Shard(0), Partial("sum")), 2))
+        '[{"x"}, {}], unreduced={"y"}'
+    """
+    layout = layout_of(ts)
+    text = "[" + ", ".join(_dim_text(layout, refs) for refs in layout.dims) + "]"
+    if layout.unreduced:
+        op = "" if layout.reduce_op == "sum" else layout.reduce_op or ""
+        refs = ", ".join(_ref(layout, r) for r in layout.unreduced)
+        text += f", unreduced={op}{{{refs}}}"
+    return text
+
+
+def _dim_text(layout: Any, refs: Sequence[Any]) -> str:
+    return "{" + ", ".join(_ref(layout, r) for r in refs) + "}"
+
+
+def _axes_set(axes: Sequence[str]) -> str:
+    return "{" + ", ".join(f'"{a}"' for a in axes) + "}"
+
+
+def _per_dim(ndim: int, dim: int | None, axes: Sequence[str]) -> str:
+    return "[" + ", ".join(_axes_set(axes) if d == dim else "{}" for d in range(ndim)) + "]"
+
+
+def shardy_op(collective: Any, after: Any) -> str:
+    """The Shardy op text of one step, e.g. ``sdy.all_to_all [{"x"}: 0->2] -> [...]``.
+
+    Example:
+        >>> from autoshard.mesh import Mesh
+        >>> from autoshard.placements import Replicate, Shard
+        >>> from autoshard.reshard import Collective
+        >>> from autoshard.sharding import TensorSharding
+        >>> after = TensorSharding(Mesh(axes=(("x", 2),)), (Replicate(),), 2)
+        >>> step = Collective(kind="all_gather", axes=("x",), group_size=2, bytes=0.0,
+        ...                   seconds=0.0, src_dim=0)
+        >>> shardy_op(step, after)
+        'sdy.all_gather [{"x"}, {}] -> [{}, {}]'
+    """
+    kind, axes, ndim = collective.kind, tuple(collective.axes), after.ndim
+    out = sharding_text(after)
+    if kind not in SHARDY_NAMES:
+        raise ExportError(f"unknown collective kind {kind!r}", format="shardy")
+    name = "sdy." + SHARDY_NAMES[kind]
+    if kind == "all_gather":
+        return f"{name} {_per_dim(ndim, collective.src_dim, axes)} -> {out}"
+    if kind in ("all_slice", "reduce_scatter"):
+        return f"{name} {_per_dim(ndim, collective.dst_dim, axes)} -> {out}"
+    if kind == "all_to_all":
+        move = f"{_axes_set(axes)}: {collective.src_dim}->{collective.dst_dim}"
+        return f"{name} [{move}] -> {out}"
+    if kind in ("all_reduce", "replicated_to_partial"):
+        return f"{name} {_axes_set(axes)} -> {out}"
+    return f"{name} -> {out}"
+
+
+def lower_reshard(reshard: Any) -> tuple[LoweredCollective, ...]:
+    """Every step of a `Reshard` as a `LoweredCollective`, in the priced order.
+
+    Example:
+        >>> from costmodel import get_preset
+        >>> from autoshard.links import MeshLinks
+        >>> from autoshard.mesh import Mesh
+        >>> from autoshard.placements import Partial, Replicate
+        >>> from autoshard.reshard import find_reshard
+        >>> from autoshard.sharding import TensorSharding
+        >>> mesh = Mesh(axes=(("x", 2), ("y", 2)))
+        >>> links = MeshLinks.build(mesh, get_preset("dgx-h100"))
+        >>> src = TensorSharding(mesh, (Replicate(), Partial("sum")), 2)
+        >>> dst = TensorSharding(mesh, (Replicate(), Replicate()), 2)
+        >>> [c.shardy for c in lower_reshard(find_reshard(src, dst, (8, 8), 4, links))]
+        ['sdy.all_reduce {"y"} -> [{}, {}]']
+    """
+    return tuple(
+        LoweredCollective(
+            kind=step.collective.kind,
+            axes=tuple(step.collective.axes),
+            shardy=shardy_op(step.collective, step.after),
+        )
+        for step in reshard.steps
+    )
+
+
+def lower_plan_reshards(
+    plan: Any, shardings: Any, links: Any, device_hbm_bw: float | None
+) -> tuple[LoweredReshard, ...]:
+    """Lower every reshard of `plan`, checking it against what the plan priced.
+
+    Args:
+        plan: an `autoshard.plan_record.Plan`.
+        shardings: the plan's `PlanShardings` (mesh and per-tensor shapes).
+        links: the `MeshLinks` the plan was priced with (same topology and overrides).
+        device_hbm_bw: the device's HBM bandwidth (prices local slices, as the planner does).
+
+    Raises:
+        ReshardMismatchError: a reshard whose priced (kind, axes) list differs from the
+            collectives ``find_reshard`` gives for its src and dst (priced but not emitted, or
+            emitted but not priced).
+    """
+    from autoshard.reshard import find_reshard
+
+    out = []
+    for record in plan.reshards:
+        src = shardings.parse(record.tensor, record.src)
+        dst = shardings.parse(record.tensor, record.dst)
+        tensor = plan.tensors[record.tensor]
+        itemsize = shardings.itemsize(record.tensor)
+        found = find_reshard(src, dst, tensor.shape, itemsize, links, device_hbm_bw)
+        lowered = lower_reshard(found)
+        _check_priced(record, lowered)
+        out.append(
+            LoweredReshard(
+                tensor=record.tensor,
+                producer=record.producer,
+                consumer=record.consumer,
+                src=src,
+                dst=dst,
+                collectives=lowered,
+            )
+        )
+    return tuple(out)
+
+
+def _check_priced(record: Any, lowered: tuple[LoweredCollective, ...]) -> None:
+    priced = tuple((c.kind, tuple(c.axes)) for c in record.collectives)
+    emitted = tuple((c.kind, c.axes) for c in lowered)
+    if priced == emitted:
+        return
+    message = (
+        f'reshard of tensor "{record.tensor}" ({record.producer} -> {record.consumer}, '
+        f"{' '.join(record.src)} -> {' '.join(record.dst)}): the plan priced {list(priced)} "
+        f"but the reshard lowers to {list(emitted)}; re-plan with this autoshard version or "
+        "pass the --topology/--link options the plan was made with"
+    )
+    raise ReshardMismatchError(message, tensor=record.tensor, priced=priced, emitted=emitted)

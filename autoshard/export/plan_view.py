@@ -1,0 +1,187 @@
+"""A saved plan read back as values the exporters work on: the mesh, every tensor's
+`TensorSharding` (graph order, as stored), the links it was priced with, and its fingerprint.
+
+``plan.json`` stores placements in short form; a dim sharded by several mesh axes in an order
+other than mesh order is recovered from the tensor's ``partition_spec``, which keeps the order.
+The links are rebuilt from the topology the plan names (or one the caller gives) plus link
+overrides, and must describe the same links the plan recorded: a plan is only re-lowered with
+the prices it was planned with. The fingerprint check recomputes
+`autoshard.planner.fingerprint` on a graph the caller rebuilds, so `export` refuses a plan that
+belongs to another graph, mesh, topology or link set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autoshard.errors import AutoshardError, PlanFileError, TopologyError
+from autoshard.mesh import Mesh
+from autoshard.placements import parse_placement
+from autoshard.sharding import TensorSharding
+
+logger = logging.getLogger(__name__)
+
+
+class PlanMismatchError(AutoshardError):
+    """The plan does not belong to the graph, topology or links it is exported with.
+
+    Attributes: ``expected`` (what the plan recorded) and ``actual`` (what was recomputed).
+    """
+
+    def __init__(self, message: str, *, expected: str, actual: str) -> None:
+        super().__init__(message)
+        self.expected, self.actual = expected, actual
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanShardings:
+    """The plan's mesh and every tensor's sharding, shape and dtype, in the plan's order."""
+
+    mesh: Mesh
+    shardings: Mapping[str, TensorSharding]
+    shapes: Mapping[str, tuple[int, ...]]
+    dtypes: Mapping[str, str]
+    roles: Mapping[str, str]
+
+    def itemsize(self, tensor: str) -> int:
+        from graphs import DType
+
+        return int(DType(self.dtypes[tensor]).itemsize)
+
+    def parse(self, tensor: str, placements: Sequence[str]) -> TensorSharding:
+        """A reshard endpoint's sharding: the tensor's own (with its axis order) when the
+        placements are the tensor's, else the placements in mesh order."""
+        own = self.shardings[tensor]
+        if tuple(placements) == tuple(str(p) for p in own.placements):
+            return own
+        return _sharding(self.mesh, tensor, placements, None, len(self.shapes[tensor]))
+
+
+def plan_shardings(plan: Any) -> PlanShardings:
+    """Read the mesh and every tensor's sharding out of a loaded `Plan`.
+
+    Raises:
+        PlanFileError: a placement that does not parse or does not fit its tensor or mesh.
+
+    Example:
+        >>> from autoshard.plan_record import Plan
+        >>> data = {"format": "autoshard.plan/v1", "model": "m", "fingerprint": "f",
+        ...         "mesh": {"axes": [{"name": "dp", "size": 2}, {"name": "tp", "size": 2}]},
+        ...         "topology": {"name": "dgx-h100", "links": []},
+        ...         "objective": {"total_s": 0, "compute_s": 0, "comm_s": 0,
+        ...                       "lower_bound_s": 0, "optimal": True, "gap": 0,
+        ...                       "status": "optimal", "solve_s": 0},
+        ...         "memory": {"peak_bytes_per_device": 0, "limit_bytes": None},
+        ...         "tensors": {"w": {"shape": [8], "dtype": "f32", "role": "param",
+        ...                           "placements": ["S(0)", "S(0)"],
+        ...                           "partition_spec": [["tp", "dp"]], "sdy": None}},
+        ...         "ops": {}, "reshards": []}
+        >>> plan_shardings(Plan.from_dict(data)).shardings["w"].dim_axes
+        (('tp', 'dp'),)
+    """
+    try:
+        mesh = Mesh(axes=tuple(plan.mesh))
+    except AutoshardError as exc:
+        raise PlanFileError("plan", f"bad mesh: {exc}") from None
+    shardings = {
+        name: _sharding(mesh, name, rec.placements, rec.partition_spec, len(rec.shape))
+        for name, rec in plan.tensors.items()
+    }
+    return PlanShardings(
+        mesh=mesh,
+        shardings=shardings,
+        shapes={n: tuple(int(s) for s in r.shape) for n, r in plan.tensors.items()},
+        dtypes={n: str(r.dtype) for n, r in plan.tensors.items()},
+        roles={n: str(r.role) for n, r in plan.tensors.items()},
+    )
+
+
+def _sharding(
+    mesh: Mesh, tensor: str, placements: Sequence[str], spec: Any, ndim: int
+) -> TensorSharding:
+    try:
+        ts = TensorSharding(mesh, tuple(parse_placement(p) for p in placements), ndim)
+        if spec is None:
+            return ts
+        ordered = TensorSharding.from_partition_spec(mesh, tuple(spec), ndim)
+    except AutoshardError as exc:
+        raise PlanFileError("plan", f'tensor "{tensor}": {exc}') from None
+    if [sorted(a) for a in ordered.dim_axes] != [sorted(a) for a in ts.dim_axes]:
+        message = (
+            f'tensor "{tensor}": placements {list(placements)} and partition_spec '
+            f"{list(spec)} disagree; the plan file was edited or is corrupt"
+        )
+        raise PlanFileError("plan", message)
+    return TensorSharding(mesh, ts.placements, ndim, ordered.shard_order)
+
+
+def plan_links(
+    plan: Any,
+    mesh: Mesh,
+    topology: str | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> tuple[Any, Any]:
+    """Rebuild ``(topology, MeshLinks)`` the plan was priced with.
+
+    Raises:
+        PlanMismatchError: the rebuilt links do not describe the links the plan recorded
+            (the plan used other --topology/--link options).
+        TopologyError: the plan's topology is no preset (it came from a TOML file) and no
+            `topology` was given, or the given one does not load.
+    """
+    from autoshard.links import MeshLinks
+    from autoshard.planner_costs import resolve_topology
+
+    try:
+        topo = resolve_topology(topology or plan.topology)
+    except TopologyError as exc:
+        if topology is not None:
+            raise
+        message = (
+            f"{exc}; the plan names topology {plan.topology!r}: pass the TOML file it was "
+            "planned with as --topology FILE"
+        )
+        raise TopologyError(message) from None
+    links = MeshLinks.build(mesh, topo, dict(overrides or {}))
+    expected = _normal(plan.links)
+    actual = _normal(links.describe())
+    if expected != actual:
+        message = (
+            f"the plan was priced on topology {plan.topology} with links {expected}, but "
+            f"topology {topo.name} with overrides {dict(overrides or {})} gives {actual}; "
+            "pass the --topology and --link options the plan was made with"
+        )
+        raise PlanMismatchError(message, expected=expected, actual=actual)
+    return topo, links
+
+
+def _normal(rows: Any) -> str:
+    return json.dumps([dict(r) for r in rows], sort_keys=True)
+
+
+def check_fingerprint(plan: Any, graph: Any, mesh: Mesh, topology: Any, links: Any) -> None:
+    """Refuse a plan whose fingerprint is not that of `graph` on this mesh and these links.
+
+    Raises:
+        PlanMismatchError: naming both fingerprints.
+    """
+    from autoshard.planner import fingerprint
+
+    actual = fingerprint(graph, mesh, topology, links)
+    if actual != plan.fingerprint:
+        planned_training = any(str(t.role) == "grad" for t in plan.tensors.values())
+        given_training = any(str(t.role.value) == "grad" for t in graph.tensors.values())
+        hint = ""
+        if planned_training != given_training:
+            hint = " (the plan is of a training step: pass --training)" if planned_training else (
+                " (the plan is of inference: drop --training)")
+        message = (
+            f"the plan's fingerprint {plan.fingerprint} is not that of model {graph.name} on "
+            f"mesh {mesh} and topology {topology.name} ({actual}){hint}; export the plan with "
+            "the --model and shape options it was planned with, or re-plan"
+        )
+        raise PlanMismatchError(message, expected=plan.fingerprint, actual=actual)
