@@ -7,6 +7,7 @@ import those directly.
 """
 
 from autoshard import errors
+from autoshard.emulate import emulate
 from autoshard.errors import AutoshardError
 from autoshard.mesh import Mesh
 from autoshard.placements import (
@@ -21,6 +22,7 @@ from autoshard.plan_record import Plan
 from autoshard.planner import plan
 from autoshard.sharding import TensorSharding
 from autoshard.strategies import Strategy, enumerate_strategies
+from autoshard.verify import verify
 from costmodel import Link, Topology, get_preset, preset_names
 from graphs import OpGraph, load, zoo
 from solver import ChoiceProblem, solve
@@ -28,6 +30,6 @@ from solver import ChoiceProblem, solve
 __all__ = [
     "AutoshardError", "ChoiceProblem", "Link", "Mesh", "OpGraph", "Partial", "Plan",
     "Replicate", "Shard", "Strategy", "StridedShard", "TensorSharding", "Topology",
-    "_StridedShard", "enumerate_strategies", "errors", "get_preset", "load", "parse_placement",
-    "plan", "preset_names", "solve", "zoo",
+    "_StridedShard", "emulate", "enumerate_strategies", "errors", "get_preset", "load",
+    "parse_placement", "plan", "preset_names", "solve", "verify", "zoo",
 ]

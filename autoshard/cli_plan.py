@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from autoshard.errors import OutputExistsError, UsageError
+from autoshard.errors import OutputExistsError, UsageError, VerificationFailedError
 from autoshard.mesh import Mesh
 from autoshard.plan_record import Plan
 from autoshard.planner import plan
@@ -54,7 +54,7 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
              memory: str | None, training: bool, out_dir: Path | None, force: bool,
              time_limit: float | None, quiet: bool, as_json: bool, allow_uneven: bool = False,
              optimizer: str = "adamw", recompute: str = "none", reserve: str = "0",
-             **overrides: Any) -> None:
+             verify: bool = False, **overrides: Any) -> None:
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
     check_out_dir(out_dir, force)
@@ -66,6 +66,10 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
                   allow_uneven=allow_uneven, training=training, optimizer=optimizer,
                   recompute=recompute, reserve=float(parse_bytes(reserve)),
                   progress=sys.stderr.isatty() and not quiet)
+    if verify:
+        from autoshard.verify import verify_and_attach
+
+        result = verify_and_attach(result, graph)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
     if not result.objective.optimal:
         gap = result.objective.gap
@@ -74,13 +78,12 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
         click.echo(f"autoshard: warning: the solver stopped {where} "
                    f"({result.objective.status}); the plan is the best found, not proven "
                    "optimal; raise --time-limit to close the gap", err=True)
-    if quiet:
-        return
-    if as_json:
-        click.echo(_json_summary(result, written))
-    else:
-        click.echo(summary_text(result, written))
-    sys.stdout.flush()
+    if not quiet:
+        click.echo(_json_summary(result, written) if as_json else summary_text(result, written))
+        sys.stdout.flush()
+    record = result.verification
+    if record is not None and not record["passed"]:
+        raise VerificationFailedError(dict(record))
 
 
 def _json_summary(result: Plan, written: list[str]) -> str:

@@ -80,3 +80,13 @@ class PlanFileError(AutoshardError):
     def __init__(self, source: str, message: str) -> None:
         super().__init__(f"plan file {source}: {message}")
         self.source = source
+
+
+class VerificationFailedError(AutoshardError):
+    """The emulated plan diverged from the unsharded model (``plan --verify``): the plan file
+    is still written, with the verdict in it, and the CLI exits 1 naming the first culprit."""
+
+    def __init__(self, record: dict) -> None:
+        self.record = record
+        where = record.get("first_divergence") or "an unknown step"
+        super().__init__(f"verification failed at {where}: {record.get('message', '')}".strip())

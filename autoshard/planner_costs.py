@@ -19,7 +19,7 @@ from autoshard.links import MeshLinks
 from autoshard.mesh import Mesh
 from autoshard.placements import Partial, Replicate, Shard
 from autoshard.plan_record import CollectiveRecord, OpRecord, ReshardRecord
-from autoshard.reshard import find_reshard, reshard_cost_matrix
+from autoshard.reshard import ReshardError, find_reshard, reshard_cost_matrix
 from autoshard.sharding import TensorSharding
 from autoshard.strategies import Strategy, enumerate_strategies
 from costmodel import (
@@ -169,6 +169,17 @@ def without_partial(sharding: TensorSharding) -> TensorSharding:
 _FIX_CACHE: dict[tuple[Any, ...], tuple[TensorSharding, Any]] = {}
 
 
+@dataclass(frozen=True, slots=True)
+class _Unreachable:
+    """The fix-up of a Partial output no collective can complete: an impossible option."""
+
+    seconds: float = float("inf")
+    collectives: tuple = ()
+
+
+UNREACHABLE = _Unreachable()
+
+
 def output_fix(sharding: TensorSharding, shape: tuple[int, ...], itemsize: int,
                links: MeshLinks, hbm_bw: float | None) -> tuple[TensorSharding, Any]:
     """The cheapest non-Partial layout a graph output can be reduced to, and the reshard.
@@ -198,9 +209,12 @@ def output_fix(sharding: TensorSharding, shape: tuple[int, ...], itemsize: int,
         reshard = find_reshard(sharding, target, shape, itemsize, links, hbm_bw)
         if best is None or reshard.seconds < best[1].seconds:
             best = (target, reshard)
-    if best is None:  # nothing divides: replicate
+    if best is None:  # nothing divides: replicate, if even that is reachable
         target = without_partial(sharding)
-        best = (target, find_reshard(sharding, target, shape, itemsize, links, hbm_bw))
+        try:
+            best = (target, find_reshard(sharding, target, shape, itemsize, links, hbm_bw))
+        except ReshardError:  # an uneven dim that no collective can move: never choose it
+            best = (target, UNREACHABLE)
     _FIX_CACHE[key] = best
     return best
 

@@ -42,6 +42,9 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     limit = format_bytes(plan.limit_bytes) if plan.limit_bytes else "none"
     lines.append(f"memory     {format_bytes(plan.peak_bytes_per_device)} per device "
                  f"(limit {limit})" + _breakdown(plan.memory_breakdown))
+    if plan.verification is not None:
+        verdict = "passed" if plan.verification.get("passed") else "FAILED"
+        lines.append(f"verified   {verdict}: {plan.verification.get('message', '')}")
     lines.extend(_top_collectives(plan))
     lines.extend(_param_placements(plan))
     if outputs:

@@ -178,3 +178,18 @@ def test_allow_uneven_shards_the_odd_vocab_to_fit() -> None:
                           allow_uneven=True)
     assert plan.tensors["embed.tokens"].placements == ("S(0)",)
     assert plan.peak_bytes_per_device <= limit
+
+
+def test_uneven_partial_outputs_that_no_collective_completes_are_never_chosen() -> None:
+    # seq=5 over dp=2 is uneven: a Partial output sharded that way cannot be reduced by any
+    # collective, so those options must be impossible rather than crash the decoder.
+    from graphs import zoo
+
+    graph = zoo.build("mlp", layers=2, batch=6, seq=5, hidden=12, ffn=18, dtype="f32")
+    mesh = autoshard.Mesh.parse("dp=2,tp=2")
+    with pytest.raises(autoshard.errors.MemoryTooSmallError) as smallest:
+        autoshard.plan(graph, mesh, allow_uneven=True, memory_limit=1.0)
+    plan = autoshard.plan(graph, mesh, allow_uneven=True,
+                          memory_limit=smallest.value.needed_bytes)
+    assert plan.peak_bytes_per_device <= smallest.value.needed_bytes
+    assert autoshard.verify(plan, graph).passed
