@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from autoshard.errors import AutoshardError, InfeasibleError
+from autoshard.errors import AutoshardError, InfeasibleError, VerificationFailedError
 from costmodel import CostModelError
 from graphs import GraphError
 from solver import SolverError
@@ -39,7 +39,7 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except InfeasibleError as exc:
+        except (InfeasibleError, VerificationFailedError) as exc:
             _fail(str(exc), INFEASIBLE_EXIT)
         except (AutoshardError, GraphError, CostModelError, SolverError) as exc:
             _fail(str(exc), USAGE_EXIT)
@@ -93,6 +93,9 @@ def main(verbose: int) -> None:
 @click.option("--allow-uneven", is_flag=True,
               help="Also shard dims that do not divide (torch.chunk sizes; the largest shard "
                    "is costed). Such layouts are never resharded.")
+@click.option("--verify", is_flag=True,
+              help="Run the plan on an emulated mesh (NumPy, dims scaled down) and compare with "
+                   "the unsharded model; the verdict goes into plan.json; exit 1 on a mismatch.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @friendly_errors
@@ -133,4 +136,10 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=1, sort_keys=True))
 
 
-# Commands defined in their own modules (autoshard/cli_<name>.py) are registered below.
+# Commands defined in their own modules (autoshard/cli_<name>.py), which import this one.
+from autoshard.cli_export import export_command  # noqa: E402
+from autoshard.cli_sweep import sweep_command  # noqa: E402
+from autoshard.cli_verify import verify_command  # noqa: E402
+
+for _command in (export_command, sweep_command, verify_command):
+    main.add_command(_command)

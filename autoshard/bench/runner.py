@@ -16,6 +16,7 @@ BENCHMARKS = {
     "enumerate": "autoshard.bench.enumerate",
     "reshard": "autoshard.bench.reshard",
     "solver": "autoshard.bench.solver",
+    "sweep": "autoshard.bench.sweep",
 }
 
 

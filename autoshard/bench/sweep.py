@@ -1,0 +1,101 @@
+"""``autoshard bench sweep``: what a sweep saves over planning each point on its own.
+
+The same points are planned twice, each way as a fresh process as a user would run them:
+one ``autoshard plan --out`` per point (every run pays the interpreter, the imports, the
+graph build and cold strategy/cost caches), then one ``autoshard sweep`` over all of them
+(one import, the graph built once per worker, caches warm from one mesh to the next). Rows
+give wall seconds per method and the ratio; ``same_objectives`` checks that both ways found
+plans of the same cost point by point.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from autoshard.bench.machine import header_lines
+from autoshard.sweep_points import SweepSpec, enumerate_points
+from autoshard.sweep_table import read_rows
+
+logger = logging.getLogger(__name__)
+
+FULL = ({"model": "gpt2", "devices": "8,16", "axes": "1-2", "shape": ()},
+        {"model": "gpt2", "devices": "8,16", "axes": "1-2",
+         "shape": ("--training", "--layers", "4")})
+QUICK = ({"model": "gpt2", "devices": "4,8", "axes": "1-2",
+          "shape": ("--layers", "2", "--batch", "4", "--seq", "256")},)
+
+
+def _autoshard() -> list[str]:
+    script = Path(sys.executable).with_name("autoshard")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from autoshard.cli import main; main()"]
+
+
+def _timed(args: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([*_autoshard(), *args], check=True, capture_output=True, text=True)
+    return time.perf_counter() - start
+
+
+def _independent(config: dict, work: Path) -> tuple[float, dict[str, float]]:
+    low, _, high = config["axes"].partition("-")
+    spec = SweepSpec(model=config["model"], min_axes=int(low), max_axes=int(high or low),
+                     devices=tuple(int(d) for d in config["devices"].split(",")))
+    seconds, objectives = 0.0, {}
+    for point in enumerate_points(spec):
+        out = work / "plans" / point.mesh_text.replace(",", "_").replace("=", "")
+        seconds += _timed(["plan", "--model", config["model"], "--mesh", point.mesh_text,
+                           *config["shape"], "--out", str(out), "--force", "--quiet"])
+        objective = json.loads((out / "plan.json").read_text())["objective"]["total_s"]
+        objectives[point.mesh_text] = objective
+    return seconds, objectives
+
+
+def _swept(config: dict, work: Path, jobs: int) -> tuple[float, dict[str, float]]:
+    out = work / f"sweep-j{jobs}"
+    seconds = _timed(["sweep", "--model", config["model"], "--devices", config["devices"],
+                      "--axes", config["axes"], *config["shape"], "--plans", "none",
+                      "-j", str(jobs), "--out", str(out), "--force", "--no-progress"])
+    rows = read_rows(out / "sweep.csv").values()
+    return seconds, {row["mesh"]: float(row["total_s"]) for row in rows}
+
+
+def run(out_dir: Path, quick: bool = False) -> list[Path]:
+    """Write ``sweep_bench.csv`` under ``out_dir``; return its path."""
+    rows = []
+    for config in QUICK if quick else FULL:
+        rows.extend(_compare(config, jobs=(1,) if quick else (1, 2)))
+    path = out_dir / "sweep_bench.csv"
+    with path.open("w") as handle:
+        handle.write("\n".join(header_lines()) + "\n")
+        pd.DataFrame(rows).to_csv(handle, index=False)
+    return [path]
+
+
+def _compare(config: dict, jobs: tuple[int, ...]) -> list[dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        alone_s, alone = _independent(config, work)
+        methods = [("independent autoshard plan runs", alone_s, alone)]
+        methods += [(f"autoshard sweep -j {j}", *_swept(config, work, j)) for j in jobs]
+    return [{"model": config["model"], "devices": config["devices"], "axes": config["axes"],
+             "shape": " ".join(config["shape"]) or "default", "method": method,
+             "points": len(found), "seconds": round(seconds, 3),
+             "seconds_per_point": round(seconds / max(1, len(found)), 3),
+             "speedup_vs_independent": round(alone_s / seconds, 3),
+             "same_objectives": _same(found, alone)}
+            for method, seconds, found in methods]
+
+
+def _same(found: dict[str, float], reference: dict[str, float]) -> bool:
+    return found.keys() == reference.keys() and all(
+        abs(found[k] - reference[k]) <= 1e-9 * max(1.0, abs(reference[k])) for k in reference)

@@ -1,0 +1,250 @@
+"""``autoshard sweep`` end to end on tiny models: files, rows, -j, resume, infeasible, errors.
+
+Row values are checked against the plan files the sweep wrote (read as raw JSON) and against
+hand formulas (tokens per second = batch·seq / step time; a mesh's device count is the
+product of its axis sizes), not against the code that filled them in.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import autoshard.sweep_runner as runner_module
+from autoshard.cli import main
+from autoshard.plan_record import Plan
+from autoshard.sweep import PlanFiles, SweepSpec, sweep
+from autoshard.sweep_table import COLUMNS, TIMING_COLUMNS
+
+TINY_GPT = ("--model", "gpt2", "--layers", "1", "--hidden", "128", "--heads", "2", "--ffn",
+            "512", "--batch", "4", "--seq", "64", "--devices", "2,4", "--axes", "1-2")
+TINY_MLP = ("--model", "mlp", "--layers", "1", "--hidden", "256", "--ffn", "1024",
+            "--batch", "8", "--seq", "16", "--devices", "2,4", "--axes", "1-2")
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, ["sweep", *args], catch_exceptions=False)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def without_timing(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [{k: v for k, v in row.items() if k not in TIMING_COLUMNS} for row in rows]
+
+
+@pytest.fixture(scope="module")
+def gpt_sweep(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sweep") / "gpt"
+    result = run(*TINY_GPT, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_sweep_writes_one_row_per_mesh_with_the_documented_columns(gpt_sweep: Path) -> None:
+    with (gpt_sweep / "sweep.csv").open() as handle:
+        assert tuple(next(csv.reader(handle))) == COLUMNS
+    rows = read_csv(gpt_sweep / "sweep.csv")
+    assert [row["mesh"] for row in rows] == ["dp=2", "dp=4", "dp=2,tp=2"]
+    for row in rows:
+        sizes = [int(part.split("=")[1]) for part in row["mesh"].split(",")]
+        assert math.prod(sizes) == int(row["devices"])
+        assert row["feasible"] == "True" and row["error"] == ""
+        total = float(row["total_s"])
+        assert math.isclose(total, float(row["compute_s"]) + float(row["comm_s"]), rel_tol=1e-9)
+        assert math.isclose(float(row["tokens_per_s"]), 4 * 64 / total, rel_tol=1e-12)
+        assert float(row["peak_bytes_per_device"]) <= float(row["limit_bytes"])
+
+
+def test_every_row_matches_its_plan_file(gpt_sweep: Path) -> None:
+    for row in read_csv(gpt_sweep / "sweep.csv"):
+        path = gpt_sweep / row["plan"]
+        plan = Plan.load(path)
+        assert [f"{n}={s}" for n, s in plan.mesh] == row["mesh"].split(",")
+        raw = json.loads(path.read_text())
+        assert float(row["total_s"]) == raw["objective"]["total_s"]
+        totals: dict[tuple[str, str], float] = {}
+        collectives = [c for r in raw["reshards"] for c in r["collectives"]]
+        collectives += [c for op in raw["ops"].values() for c in op["intra_op"]]
+        for c in collectives:
+            key = (c["kind"], ",".join(c["axes"]))
+            totals[key] = totals.get(key, 0.0) + c["seconds"]
+        assert math.isclose(sum(totals.values()), float(row["comm_s"]), rel_tol=1e-9)
+        kind, axes = max(totals, key=totals.get)
+        assert (row["top_collective"], row["top_collective_axes"]) == (kind, axes)
+        assert math.isclose(float(row["top_collective_s"]), totals[(kind, axes)], rel_tol=1e-9)
+
+
+def test_plots_and_summary_name_the_best_mesh(gpt_sweep: Path) -> None:
+    for name in ("step_time.png", "memory.png", "throughput.png"):
+        assert (gpt_sweep / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = (gpt_sweep / "summary.md").read_text()
+    rows = read_csv(gpt_sweep / "sweep.csv")
+    four = min((r for r in rows if r["devices"] == "4"), key=lambda r: float(r["total_s"]))
+    assert f"| 4 | `{four['mesh']}` |" in summary
+    assert "| 2 | `dp=2` |" in summary
+    assert "autoshard sweep --model gpt2 --devices 2,4 --axes 1-2" in summary
+    assert "dominates" in summary
+
+
+def test_existing_sweep_needs_resume_or_force(gpt_sweep: Path) -> None:
+    before = (gpt_sweep / "sweep.csv").read_bytes()
+    again = run(*TINY_GPT, "--out", str(gpt_sweep))
+    assert again.exit_code == 2
+    assert "--force" in again.output and len(again.output.strip().splitlines()) == 1
+    assert (gpt_sweep / "sweep.csv").read_bytes() == before
+
+
+def test_two_jobs_give_the_same_csv_as_one(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert run(*TINY_MLP, "--out", str(one), "--plans", "none").exit_code == 0
+    result = run(*TINY_MLP, "--out", str(two), "--plans", "none", "-j", "2")
+    assert result.exit_code == 0, result.output
+    assert without_timing(read_csv(one / "sweep.csv")) == without_timing(
+        read_csv(two / "sweep.csv"))
+
+
+def test_resume_recomputes_only_missing_points_and_survives_a_torn_line(tmp_path: Path,
+                                                                       monkeypatch) -> None:
+    out = tmp_path / "resume"
+    assert run(*TINY_MLP, "--out", str(out)).exit_code == 0
+    full = read_csv(out / "sweep.csv")
+    lines = (out / "sweep.csv").read_text().splitlines(keepends=True)
+    torn = lines[0] + lines[1] + lines[3] + lines[2][: len(lines[2]) // 2]  # row 2 cut short
+    (out / "sweep.csv").write_text(torn)
+    seen: list[str] = []
+    real = runner_module.run_point
+    monkeypatch.setattr(runner_module, "run_point",
+                        lambda point, settings: seen.append(point.point_id) or real(point,
+                                                                                    settings))
+    result = run(*TINY_MLP, "--out", str(out), "--resume")
+    assert result.exit_code == 0, result.output
+    assert seen == [full[1]["point"]]
+    assert "1 computed, 2 already done" in result.output
+    assert without_timing(read_csv(out / "sweep.csv")) == without_timing(full)
+
+
+def test_interrupt_leaves_whole_rows_and_resume_finishes(tmp_path: Path, monkeypatch) -> None:
+    spec = SweepSpec(model="mlp", devices=(2, 4), max_axes=2, batches=(8,), seqs=(16,),
+                     overrides=(("layers", 1), ("hidden", 64), ("ffn", 256)))
+    real, calls = runner_module.run_point, []
+
+    def interrupted(point, settings):
+        calls.append(point.point_id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(point, settings)
+
+    monkeypatch.setattr(runner_module, "run_point", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sweep(spec, tmp_path, plans=PlanFiles.NONE)
+    kept = read_csv(tmp_path / "sweep.csv")
+    assert [r["point"] for r in kept] == calls[:2]
+    monkeypatch.setattr(runner_module, "run_point", real)
+    result = sweep(spec, tmp_path, resume=True, plans=PlanFiles.NONE)
+    assert (result.computed, result.skipped) == (1, 2)
+    assert [r["mesh"] for r in result.rows] == ["dp=2", "dp=4", "dp=2,tp=2"]
+
+
+def test_memory_too_small_is_recorded_per_point_not_fatal(tmp_path: Path) -> None:
+    """800 KiB per device: the 2-device mesh cannot hold even half of the 1 MiB of bf16
+    weights plus activations, the 4-device meshes can."""
+    from graphs import zoo
+
+    weights = 2 * zoo.param_count("mlp", layers=1, hidden=256, ffn=1024)  # bf16 bytes
+    out = tmp_path / "tight"
+    result = run(*TINY_MLP, "--memory", "800KiB", "--out", str(out), "--plans", "best")
+    assert result.exit_code == 0, result.output
+    rows = {r["mesh"]: r for r in read_csv(out / "sweep.csv")}
+    bad = rows.pop("dp=2")
+    assert (bad["feasible"], bad["error_kind"], bad["plan"]) == ("False", "MemoryTooSmallError",
+                                                                 "")
+    assert "800 KiB" in bad["error"] and "dp=2" in bad["error"]
+    assert float(bad["peak_bytes_per_device"]) >= weights / 2
+    assert float(bad["limit_bytes"]) == 800 * 1024
+    for row in rows.values():
+        assert row["feasible"] == "True"
+        assert weights / 4 <= float(row["peak_bytes_per_device"]) <= 800 * 1024
+    assert sum(bool(r["plan"]) for r in rows.values()) == 1  # --plans best: one per count
+    summary = (out / "summary.md").read_text()
+    assert "| 2 | none feasible |" in summary and "MemoryTooSmallError" in summary
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--model", "gpt2", "--devices", "8,x"), "--devices"),
+    (("--model", "gpt2", "--devices", "1"), "--devices"),
+    (("--model", "gpt2", "--devices", "8", "--axes", "0-5"), "--axes"),
+    (("--model", "gpt2", "--devices", "7", "--axes", "2"), "7 devices"),
+    (("--model", "lama3-8b", "--devices", "8"), "llama3-8b"),
+    (("--model", "gpt2", "--devices", "8", "--link", "dp"), "--link"),
+    (("--model", "gpt2", "--devices", "8", "--executor", "dask"), "--scheduler"),
+], ids=["not-int", "one", "axes", "prime", "unknown-model", "bad-link", "dask-no-scheduler"])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args, needle) -> None:
+    result = run(*args, "--out", str(tmp_path / "x"))
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autoshard: error:") and needle in lines[0]
+    assert not (tmp_path / "x" / "sweep.csv").exists()
+
+
+def test_training_sweep_plans_backward_and_optimizer(tmp_path: Path) -> None:
+    try:
+        import graphs.training  # noqa: F401
+    except ImportError:
+        pytest.skip("graphs.training (the training graphs) is not in this tree yet")
+    out = tmp_path / "train"
+    result = run("--model", "mlp", "--layers", "1", "--hidden", "64", "--ffn", "256",
+                 "--batch", "8", "--seq", "16", "--devices", "2", "--training",
+                 "--out", str(out))
+    assert result.exit_code == 0, result.output
+    (row,) = read_csv(out / "sweep.csv")
+    assert (row["mode"], row["training"], row["feasible"]) == ("train", "True", "True")
+    assert row["point"].startswith("mlp.layers1.hidden64.ffn256_train_b8_s16_")
+    raw = json.loads((out / row["plan"]).read_text())
+    roles = {t["role"] for t in raw["tensors"].values()}
+    assert {"grad", "optimizer_state"} <= roles
+    assert raw["memory"]["breakdown"]["optimizer"] > 0
+    assert "--training --optimizer adamw --recompute none" in (out / "summary.md").read_text()
+
+
+def test_force_starts_over_without_the_old_plans(tmp_path: Path) -> None:
+    out = tmp_path / "force"
+    assert run(*TINY_MLP, "--out", str(out)).exit_code == 0
+    assert len(list((out / "points").iterdir())) == 3
+    smaller = [a if a != "2,4" else "2" for a in TINY_MLP]
+    result = run(*smaller, "--out", str(out), "--force")
+    assert result.exit_code == 0, result.output
+    assert [r["mesh"] for r in read_csv(out / "sweep.csv")] == ["dp=2"]
+    assert [p.name for p in (out / "points").iterdir()] == [
+        "mlp.layers1.hidden256.ffn1024_infer_b8_s16_dgx-h100_default_dp2"]
+
+
+def test_a_slower_link_variant_never_makes_a_mesh_faster(tmp_path: Path) -> None:
+    """Every plan costs at least as much on a slower link, so the optimum does too."""
+    out = tmp_path / "links"
+    slow = "dp=alpha:50us,bw:1GB/s"
+    args = [a if a != "2,4" else "2" for a in TINY_GPT]
+    result = run(*args, "--link", "default", "--link", slow, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    rows = {r["links"]: r for r in read_csv(out / "sweep.csv")}
+    assert sorted(rows) == ["default", slow]
+    assert float(rows[slow]["total_s"]) >= float(rows["default"]["total_s"])
+    link = json.loads((out / rows[slow]["plan"]).read_text())["topology"]["links"][0]
+    assert (link["axis"], link["alpha_s"]) == ("dp", 5e-5)
+    assert math.isclose(link["bandwidth_bytes_per_s"], 1e9, rel_tol=1e-12)
+
+
+def test_resume_refuses_other_planner_settings(tmp_path: Path) -> None:
+    out = tmp_path / "settings"
+    assert run(*TINY_MLP, "--out", str(out), "--plans", "none").exit_code == 0
+    result = run(*TINY_MLP, "--out", str(out), "--resume", "--memory", "1GiB")
+    assert result.exit_code == 2 and "memory_limit None → 1073741824.0" in result.output
+    again = run(*TINY_MLP, "--out", str(out), "--resume", "--plans", "none")
+    assert again.exit_code == 0 and "0 computed, 3 already done" in again.output
