@@ -9,46 +9,17 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Any
 
 import click
 
-from autoshard.errors import AutoshardError, InfeasibleError, VerificationFailedError
-from costmodel import CostModelError
-from graphs import GraphError
-from solver import SolverError
+from autoshard.cli_common import friendly_errors, shape_options, training_options
+from autoshard.cli_export import export_command
+from autoshard.cli_sweep import sweep_command
+from autoshard.cli_verify import verify_command
 
 logger = logging.getLogger(__name__)
-
-USAGE_EXIT, INFEASIBLE_EXIT = 2, 1
-
-
-def _fail(message: str, code: int) -> None:
-    click.echo(f"autoshard: error: {message}", err=True)
-    sys.exit(code)
-
-
-def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn every known error into one stderr line and the right exit code."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (InfeasibleError, VerificationFailedError) as exc:
-            _fail(str(exc), INFEASIBLE_EXIT)
-        except (AutoshardError, GraphError, CostModelError, SolverError) as exc:
-            _fail(str(exc), USAGE_EXIT)
-        except KeyboardInterrupt:
-            _fail("interrupted", 130)
-        return None
-
-    return wrapper
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv for debug).")
@@ -68,24 +39,10 @@ def main(verbose: int) -> None:
 @click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
               help="Override one axis's link: tp=nvlink or dp=alpha:5us,bw:25GB/s (repeatable).")
 @click.option("--memory", default=None, help="Memory per device, e.g. 80GiB (default: the HBM).")
-@click.option("--training/--inference", default=False, show_default=True,
-              help="Plan a training step (backward + optimizer) or inference.")
-@click.option("--optimizer", type=click.Choice(["adamw", "sgd"]), default="adamw",
-              show_default=True,
-              help="Optimizer of a --training step (AdamW keeps fp32 master weights and "
-                   "moments for 16-bit parameters).")
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
-              show_default=True,
-              help="Activation recomputation of a --training step (Korthikanti et al. 2022).")
+@training_options("Plan")
 @click.option("--reserve", default="0", show_default=True,
               help="Memory per device kept free (CUDA context, fragmentation), e.g. 2GiB.")
-@click.option("--batch", type=int, default=None)
-@click.option("--seq", type=int, default=None)
-@click.option("--layers", type=int, default=None)
-@click.option("--hidden", type=int, default=None)
-@click.option("--ffn", type=int, default=None)
-@click.option("--heads", type=int, default=None)
-@click.option("--dtype", default=None, help="Parameter/activation dtype (default bf16).")
+@shape_options(dtype_help="Parameter/activation dtype (default bf16).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Write plan.json, costs.csv and reshards.csv into this directory.")
 @click.option("--force", is_flag=True, help="Overwrite files already in --out.")
@@ -125,7 +82,7 @@ def models_command() -> None:
 @click.option("--quick", is_flag=True, help="A small, fast version (for smoke tests).")
 @friendly_errors
 def bench_command(name: str, out_dir: Path, quick: bool) -> None:
-    """Run a shipped benchmark (enumerate, reshard, solver) and write results/NAME.csv."""
+    """Run a shipped benchmark (enumerate, reshard, solver, sweep, …) and write results/."""
     from autoshard.bench.runner import run_benchmark
 
     for path in run_benchmark(name, out_dir, quick=quick):
@@ -136,10 +93,6 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=1, sort_keys=True))
 
 
-# Commands defined in their own modules (autoshard/cli_<name>.py), which import this one.
-from autoshard.cli_export import export_command  # noqa: E402
-from autoshard.cli_sweep import sweep_command  # noqa: E402
-from autoshard.cli_verify import verify_command  # noqa: E402
-
+# Commands defined in their own modules (autoshard/cli_<name>.py).
 for _command in (export_command, sweep_command, verify_command):
     main.add_command(_command)

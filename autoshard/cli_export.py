@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from autoshard.cli_common import friendly_errors, shape_options, training_options
 from autoshard.export.plan_export import PlanFormat
 
 SHAPE_OPTIONS = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
@@ -34,25 +35,12 @@ SHAPE_OPTIONS = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
               help="The topology the plan was made with (default: the one it names).")
 @click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
               help="A link override the plan was made with (repeatable).")
-@click.option("--training/--inference", default=False, show_default=True,
-              help="With --model: the plan is of a training step.")
-@click.option("--optimizer", type=click.Choice(["adamw", "sgd"]), default="adamw",
-              show_default=True, help="With --model --training: the optimizer planned.")
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
-              show_default=True, help="With --model --training: the recomputation planned.")
-@click.option("--batch", type=int, default=None)
-@click.option("--seq", type=int, default=None)
-@click.option("--layers", type=int, default=None)
-@click.option("--hidden", type=int, default=None)
-@click.option("--ffn", type=int, default=None)
-@click.option("--heads", type=int, default=None)
-@click.option("--dtype", default=None)
+@training_options("With --model: the plan is of")
+@shape_options()
+@friendly_errors
 def export_command(**options: Any) -> None:
     """Export a plan's per-tensor shardings and lowered reshards in one format."""
-    # autoshard.cli imports this module to register the command, so import it here.
-    from autoshard.cli import friendly_errors
-
-    friendly_errors(_export)(**options)
+    _export(**options)
 
 
 def _export(**options: Any) -> None:

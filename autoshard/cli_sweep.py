@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from autoshard.cli import friendly_errors
+from autoshard.cli_common import friendly_errors
 from autoshard.errors import UsageError
 from autoshard.sweep import ExecutorKind, PlanFiles, canonical_command, sweep
 from autoshard.sweep_points import DEFAULT_LINKS, SweepSpec, parse_axes, parse_int_list

@@ -18,6 +18,8 @@ from typing import Any
 
 import click
 
+from autoshard.cli_common import friendly_errors, shape_options
+
 SHAPE_OPTIONS = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
 FAILED_EXIT = 1
 
@@ -35,19 +37,12 @@ FAILED_EXIT = 1
               help="The topology the plan was made with (default: the one it names).")
 @click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
               help="A link override the plan was made with (repeatable).")
-@click.option("--batch", type=int, default=None)
-@click.option("--seq", type=int, default=None)
-@click.option("--layers", type=int, default=None)
-@click.option("--hidden", type=int, default=None)
-@click.option("--ffn", type=int, default=None)
-@click.option("--heads", type=int, default=None)
-@click.option("--dtype", default=None)
+@shape_options()
 @click.option("--json", "as_json", is_flag=True, help="Print the verification record as JSON.")
+@friendly_errors
 def verify_command(**options: Any) -> None:
     """Run a plan on an emulated mesh and compare with the unsharded model."""
-    from autoshard.cli import friendly_errors
-
-    friendly_errors(run_verify)(**options)
+    run_verify(**options)
 
 
 def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write: bool,
