@@ -199,13 +199,17 @@ class _Planner:
         per schedule step that could exceed the budget (``limit - reserve``)."""
         options = self.options
         budget = limit - options.reserve
+        start = time.perf_counter()
         free = solver.solve(relaxed, time_limit=options.time_limit, backend=options.backend)
         if self.memory.peak(free.choices) <= budget:
             return free
         problem = solver.ChoiceProblem(node_costs=relaxed.node_costs, edges=relaxed.edges,
                                        liveness=self.memory.rows(budget), memory_limit=budget)
+        remaining = None  # the time limit covers both solves, not each
+        if options.time_limit is not None:
+            remaining = max(options.time_limit - (time.perf_counter() - start), 0.01)
         try:
-            return solver.solve(problem, time_limit=options.time_limit, backend=options.backend)
+            return solver.solve(problem, time_limit=remaining, backend=options.backend)
         except solver.Infeasible as exc:
             raise MemoryTooSmallError(needed_bytes=float(exc.min_peak) + options.reserve,
                                       limit_bytes=float(limit), mesh=str(self.mesh)) from None

@@ -3,17 +3,42 @@
 ``Work`` holds only finite options, merges equal-choice groups into one node, sums parallel
 edges (either direction) into one matrix per node pair and keeps memory as rows of terms.
 Each current option remembers which original options it stands for (``table``), so a choice in
-the reduced problem lifts back to one option per original node without any undo log.
+the reduced problem lifts back to one option per original node. The one reduction whose choice
+depends on two neighbours (series elimination of a degree-2 node, ``reduce.py``) is recorded as
+an :class:`Eliminated` entry and replayed in reverse order after the surviving nodes are lifted.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from solver.errors import NoFiniteOptionError
 from solver.problem import ChoiceProblem
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Eliminated:
+    """A node removed by series elimination: its best option for each neighbour pair.
+
+    ``ends`` holds, per neighbour, its members and its table when the node was removed, so a
+    lifted choice of original options maps back to the neighbour's option index of that time.
+    """
+
+    members: tuple[int, ...]
+    table: np.ndarray
+    ends: tuple[tuple[tuple[int, ...], np.ndarray], tuple[tuple[int, ...], np.ndarray]]
+    best: np.ndarray  # best[i, j]: the node's option when the ends take options i and j
+
+
+def _option_at(members: tuple[int, ...], table: np.ndarray, out: list[int]) -> int:
+    chosen = np.array([out[m] for m in members])
+    hits = np.flatnonzero((table == chosen).all(axis=1))
+    if hits.size == 0:
+        raise AssertionError(f"lifted options {chosen.tolist()} of nodes {list(members)} are "
+                             "not an option of the eliminated node's neighbour")
+    return int(hits[0])
 
 
 @dataclass(slots=True, kw_only=True)
@@ -26,6 +51,7 @@ class Work:
     limit: float | None
     members: dict[int, tuple[int, ...]]
     table: dict[int, np.ndarray]
+    eliminated: list[Eliminated] = field(default_factory=list)
 
     def nodes(self) -> list[int]:
         return sorted(self.costs)
@@ -57,6 +83,12 @@ class Work:
         for node, option in choice.items():
             for member, original in zip(self.members[node], self.table[node][option],
                                         strict=True):
+                out[member] = int(original)
+        for step in reversed(self.eliminated):
+            (a_members, a_table), (b_members, b_table) = step.ends
+            option = step.best[_option_at(a_members, a_table, out),
+                               _option_at(b_members, b_table, out)]
+            for member, original in zip(step.members, step.table[option], strict=True):
                 out[member] = int(original)
         if min(out) < 0:
             raise AssertionError("a reduced choice did not cover every original node")

@@ -9,6 +9,12 @@
   ``v``'s new options are pairs ``(u option, v option)``, and for each ``v`` option only the
   Pareto-optimal ``u`` options (cost including the edge, memory per row) are kept. When memory
   does not distinguish ``u``'s options this is plain elimination (one pair per ``v`` option).
+* Series elimination: a node ``w`` in no memory row with exactly two neighbours ``a`` and
+  ``b`` is removed and replaced by the edge ``N[i, j] = min_k (c_w[k] + M_wa[k, i] +
+  M_wb[k, j])`` (added to an existing ``a``–``b`` edge). For every choice of ``a`` and ``b``
+  the best ``w`` is known, so the optimum is unchanged (min-sum bucket elimination); the argmin
+  table is kept to lift ``w``'s choice. It runs only when ``N`` is no larger than the two
+  matrices it replaces, so the ILP shrinks (GPT-2 training: 407 of 1,082 nodes have degree 2).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import functools
 
 import numpy as np
 
-from solver.compact import Work
+from solver.compact import Eliminated, Work, drop_unpairable
 
 
 class MemoryExhausted(Exception):
@@ -128,11 +134,52 @@ def merge_leaves(work: Work) -> bool:
     return changed
 
 
+SERIES_MAX_TABLE = 4_000_000  # entries of the k × |a| × |b| argmin table
+SERIES_ELIMINATION = True  # the scale benchmark switches it off to measure the baseline
+
+
+def _in_memory(work: Work, node: int) -> bool:
+    return any(node in row for row in work.rows)
+
+
+def eliminate_series(work: Work, node: int) -> bool:
+    """Remove a degree-2 node outside every memory row (see the module docstring)."""
+    a, b = sorted(work.adj[node])
+    to_a, to_b = work.adj[node][a], work.adj[node][b]  # [k, i], [k, j]
+    k, na, nb = to_a.shape[0], to_a.shape[1], to_b.shape[1]
+    existing = na * nb if b in work.adj[a] else 0
+    if na * nb > k * (na + nb) + existing or k * na * nb > SERIES_MAX_TABLE:
+        return False
+    total = work.costs[node][:, None, None] + to_a[:, :, None] + to_b[:, None, :]
+    with np.errstate(invalid="ignore"):
+        best = np.argmin(np.where(np.isnan(total), np.inf, total), axis=0)
+    merged = np.take_along_axis(total, best[None], axis=0)[0]
+    work.eliminated.append(Eliminated(
+        members=work.members[node], table=work.table[node], best=best,
+        ends=((work.members[a], work.table[a].copy()), (work.members[b], work.table[b].copy()))))
+    work.remove(node)
+    work.adj[a][b] = work.adj[a].get(b, 0.0) + merged
+    work.adj[b][a] = work.adj[a][b].T
+    return True
+
+
+def eliminate_series_nodes(work: Work) -> bool:
+    changed = False
+    for node in work.nodes():
+        if node in work.adj and len(work.adj[node]) == 2 and not _in_memory(work, node):
+            changed |= eliminate_series(work, node)
+    if changed:
+        drop_unpairable(work)
+    return changed
+
+
 def reduce_work(work: Work, max_rounds: int = 4) -> None:
     """Apply every exact reduction until nothing changes (or ``max_rounds`` passes)."""
     for _ in range(max_rounds):
         changed = prune_memory(work)
         changed |= prune_dominated(work)
         changed |= merge_leaves(work)
+        if SERIES_ELIMINATION:
+            changed |= eliminate_series_nodes(work)
         if not changed:
             return

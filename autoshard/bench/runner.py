@@ -15,6 +15,7 @@ from autoshard.errors import UsageError
 BENCHMARKS = {
     "enumerate": "autoshard.bench.enumerate",
     "reshard": "autoshard.bench.reshard",
+    "scale": "autoshard.bench.scale",
     "solver": "autoshard.bench.solver",
     "sweep": "autoshard.bench.sweep",
 }
