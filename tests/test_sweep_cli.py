@@ -195,10 +195,6 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args, needle) -> None:
 
 
 def test_training_sweep_plans_backward_and_optimizer(tmp_path: Path) -> None:
-    try:
-        import graphs.training  # noqa: F401
-    except ImportError:
-        pytest.skip("graphs.training (the training graphs) is not in this tree yet")
     out = tmp_path / "train"
     result = run("--model", "mlp", "--layers", "1", "--hidden", "64", "--ffn", "256",
                  "--batch", "8", "--seq", "16", "--devices", "2", "--training",
