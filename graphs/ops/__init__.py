@@ -11,6 +11,7 @@ from graphs.ops import (  # noqa: F401 - imported for their registrations
     loss,
     norm,
     norm_bwd,
+    opaque,
     optimizer,
     reduce,
     rotary,
