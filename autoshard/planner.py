@@ -29,6 +29,7 @@ import numpy as np
 import solver
 from autoshard import planner_costs as pc
 from autoshard.errors import MemoryTooSmallError, UsageError
+from autoshard.layers import repeated_blocks
 from autoshard.links import MeshLinks
 from autoshard.memory_model import build_memory_model
 from autoshard.mesh import Mesh
@@ -171,9 +172,14 @@ class _Planner:
         limit = self.options.memory_limit
         if limit is None:
             limit = float(self.topology.device.hbm_bytes)
+        self.blocks = repeated_blocks(
+            [op.name for op in self.ops],
+            [(pc.structure_key(self.graph, op), len(s))
+             for op, s in zip(self.ops, self.strategies, strict=True)])
         problem = solver.ChoiceProblem(
             node_costs=[n.cost for n in nodes],
             edges=[(u, v, m) for u, v, m, _ in (*edges, *loops)],
+            blocks=self.blocks,
         )
         t2 = time.perf_counter()
         solution = self._solve(problem, limit)
@@ -204,12 +210,15 @@ class _Planner:
         if self.memory.peak(free.choices) <= budget:
             return free
         problem = solver.ChoiceProblem(node_costs=relaxed.node_costs, edges=relaxed.edges,
-                                       liveness=self.memory.rows(budget), memory_limit=budget)
+                                       liveness=self.memory.rows(budget), memory_limit=budget,
+                                       blocks=relaxed.blocks)
         remaining = None  # the time limit covers both solves, not each
         if options.time_limit is not None:
             remaining = max(options.time_limit - (time.perf_counter() - start), 0.01)
         try:
-            return solver.solve(problem, time_limit=remaining, backend=options.backend)
+            # the unconstrained optimum is a proven lower bound of the constrained problem
+            return solver.solve(problem, time_limit=remaining, backend=options.backend,
+                                known_bound=free.bound)
         except solver.Infeasible as exc:
             raise MemoryTooSmallError(needed_bytes=float(exc.min_peak) + options.reserve,
                                       limit_bytes=float(limit), mesh=str(self.mesh)) from None
@@ -253,7 +262,9 @@ class _Planner:
             memory_breakdown=dict(sorted(breakdown.items())),
             tensors=tensors, ops=op_records, reshards=tuple(reshards),
             fingerprint=fingerprint(self.graph, self.mesh, self.topology, self.links),
-            notes=NOTES,
+            notes=NOTES + ((f"search restricted: {solution.restricted}; the lower bound "
+                            f"and gap are those of the unrestricted problem",)
+                           if solution.restricted else ()),
             stats={**{k: round(v, 6) for k, v in self.timings.items()},
                    "ops": len(self.ops), "options": int(sum(len(s) for s in self.strategies)),
                    "edges": len(edges)},

@@ -8,6 +8,7 @@ remaining time. The answer is always re-scored on the user's float costs.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -15,7 +16,7 @@ import time
 import numpy as np
 
 from solver.backends.cpsat import solve_cpsat
-from solver.backends.highs import solve_highs
+from solver.backends.highs import solve_highs, solve_lp
 from solver.backends.result import BackendResult
 from solver.compact import Indexed, Work, build_work, index_work
 from solver.dp import DPResult, lagrange_dp
@@ -27,6 +28,7 @@ from solver.errors import (
 )
 from solver.exact import exhaustive
 from solver.peak import min_peak
+from solver.periodic import Chain, aggregate, expand, find_chain, interior_groups, periodic_lp
 from solver.problem import ChoiceProblem
 from solver.reduce import MemoryExhausted, reduce_work
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStats, SolveStatus
@@ -59,7 +61,8 @@ class _Clock:
 
 
 def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str = "auto", *,
-          reductions: bool = True, gap: float = OPTIMALITY_GAP) -> Solution:
+          reductions: bool = True, gap: float = OPTIMALITY_GAP,
+          known_bound: float | None = None) -> Solution:
     """Choose one option per node at minimum cost within the memory limit.
 
     Args:
@@ -70,6 +73,9 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
             ``exhaustive`` (tiny problems only).
         reductions: apply the exact reductions first (off only to measure them).
         gap: relative gap at which the search may stop.
+        known_bound: a lower bound of this problem the caller has already proven (e.g. the
+            optimum of the same problem without its memory rows); the answer's bound is at
+            least this.
 
     Returns:
         A :class:`Solution` whose objective is recomputed from the float costs.
@@ -95,6 +101,11 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
         choices, objective = exhaustive(problem)
         clock.lap("exhaustive")
         return _finish(problem, choices, objective, False, clock, "exhaustive", before, before)
+    chain = find_chain(problem) if backend == "auto" and reductions else None
+    if chain is not None and not problem.memory_rows():
+        return _solve_periodic(problem, chain, clock, gap, before)
+    if chain is not None:
+        return _solve_restricted(problem, chain, clock, gap, before, known_bound)
     work = build_work(problem)
     _check_memory(work)
     clock.lap("compact")
@@ -108,7 +119,55 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
         fresh = build_work(problem)
         raise Infeasible(min_peak=_exact_peak(fresh), limit=float(fresh.limit)) from None
     choices = work.lift({node: int(x[i]) for i, node in enumerate(ix.ids)}, problem.num_nodes)
+    bound = max(bound, -math.inf if known_bound is None else known_bound)
     return _finish(problem, choices, bound, timed_out, clock, used, before, work.size())
+
+
+def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: float,
+                    before: tuple[int, int, int]) -> Solution:
+    """The chain's periodic LP bound (``solver.periodic``); its integral optimum is the plan
+    when it meets the bound, otherwise the plan of the restricted problem is kept with the
+    LP bound, and its gap, stated."""
+    agg = aggregate(problem, chain)
+    lp = periodic_lp(agg)
+    clock.lap("aggregate")
+    x, bound = solve_lp(lp.indexed, lp.form, clock.remaining())
+    clock.lap("periodic_lp")
+    after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
+    if x is not None:
+        choices = expand(chain, agg, lp.lift(x), problem.num_nodes)
+        if _closed(problem.evaluate(choices), bound, gap):
+            return _finish(problem, choices, bound, False, clock, "periodic", before, after)
+    logger.info("periodic LP not integral; solving with identical interior blocks")
+    return _solve_restricted(problem, chain, clock, gap, before, bound)
+
+
+def _solve_restricted(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: float,
+                      before: tuple[int, int, int], known_bound: float | None) -> Solution:
+    """A plan with every interior block taking the same choices; its bound is only what is
+    proven for the *whole* problem (``known_bound``), so the gap says what the restriction
+    may cost."""
+    tied = ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
+                         groups=interior_groups(chain), liveness=problem.liveness,
+                         node_memory=problem.node_memory, memory_limit=problem.memory_limit)
+    answer = solve(tied, clock.remaining(), "auto", gap=gap)
+    for name, seconds in answer.stats.seconds:
+        clock.phases.append((f"restricted_{name}", seconds))
+    clock.mark = time.perf_counter()
+    bound = -math.inf if known_bound is None else known_bound
+    if answer.optimal and bound >= answer.objective * (1 - gap):
+        bound = answer.objective
+    timed_out = answer.status is SolveStatus.TIME_LIMIT
+    after = (answer.stats.nodes_after, answer.stats.options_after, answer.stats.edges_after)
+    solution = _finish(problem, answer.choices, bound, timed_out, clock, "restricted", before,
+                       after)
+    if solution.optimal:
+        return solution
+    return dataclasses.replace(solution, restricted=RESTRICTION)
+
+
+RESTRICTION = "identical interior layers take identical strategies"
+
 
 
 def _check_memory(work: Work) -> None:

@@ -52,6 +52,10 @@ class Work:
     members: dict[int, tuple[int, ...]]
     table: dict[int, np.ndarray]
     eliminated: list[Eliminated] = field(default_factory=list)
+    # nodes that other constraints refer to (the periodic bound's linking rows): they may
+    # lose impossible options (``table`` says which remain) but are never merged, eliminated
+    # or pruned by dominance, whose proofs only see the costs written here
+    frozen: frozenset[int] = frozenset()
 
     def nodes(self) -> list[int]:
         return sorted(self.costs)
@@ -99,8 +103,9 @@ class Work:
         return len(self.costs), int(sum(c.size for c in self.costs.values())), edges
 
 
-def build_work(problem: ChoiceProblem) -> Work:
-    """Contract groups, sum parallel edges and drop impossible options."""
+def build_work(problem: ChoiceProblem, frozen: frozenset[int] = frozenset()) -> Work:
+    """Contract groups, sum parallel edges and drop impossible options (``frozen``: see
+    :attr:`Work.frozen`)."""
     owner = list(range(problem.num_nodes))
     for group in problem.groups or ():
         for node in group:
@@ -125,7 +130,7 @@ def build_work(problem: ChoiceProblem) -> Work:
             merged[owner[node]] = merged.get(owner[node], 0.0) + vec
         rows.append(merged)
     work = Work(costs=costs, adj=adj, rows=rows, limit=problem.memory_limit,
-                members={rep: tuple(ms) for rep, ms in members.items()},
+                members={rep: tuple(ms) for rep, ms in members.items()}, frozen=frozen,
                 table={rep: np.tile(np.arange(costs[rep].size)[:, None], (1, len(ms)))
                        for rep, ms in members.items()})
     for rep in work.nodes():

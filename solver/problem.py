@@ -54,6 +54,11 @@ class ChoiceProblem:
         memory_limit: bytes; ``None`` means unconstrained.
         groups: lists of nodes that must take the same option index.
         liveness: per time step, ``(node, vector)`` terms; each step's sum must fit the limit.
+        blocks: a claim that the problem is a chain of repeated blocks (a model's layers):
+            ``blocks[k][r]`` is the r-th node of block k, blocks in chain order, every block
+            the same length with matching option counts position by position. It is only a
+            hint: ``solve`` checks which blocks really are identical (costs and edges) and
+            exploits the periodic structure only where the check passes.
 
     Example:
         >>> import numpy as np
@@ -69,6 +74,7 @@ class ChoiceProblem:
     memory_limit: float | None = None
     groups: tuple[tuple[int, ...], ...] | None = None
     liveness: tuple[tuple[Term, ...], ...] | None = None
+    blocks: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         costs = tuple(_vector(c, f"node_costs[{i}]", node=i)
@@ -88,6 +94,7 @@ class ChoiceProblem:
         object.__setattr__(self, "node_memory", self._memory(sizes))
         object.__setattr__(self, "groups", self._groups(sizes))
         object.__setattr__(self, "liveness", self._liveness(sizes))
+        object.__setattr__(self, "blocks", self._blocks(sizes))
         if self.memory_limit is not None:
             limit = float(self.memory_limit)
             if np.isnan(limit):
@@ -164,6 +171,27 @@ class ChoiceProblem:
                 terms.append((node, vec))
             steps.append(tuple(terms))
         return tuple(steps)
+
+    def _blocks(self, sizes: list[int]) -> tuple[tuple[int, ...], ...] | None:
+        if self.blocks is None:
+            return None
+        blocks = tuple(tuple(_check_node(i, len(sizes), f"block {k}") for i in block)
+                       for k, block in enumerate(self.blocks))
+        seen: set[int] = set()
+        for k, block in enumerate(blocks):
+            if len(block) != len(blocks[0]):
+                msg = (f"block {k} has {len(block)} nodes but block 0 has {len(blocks[0])}; "
+                       "repeated blocks must have the same nodes position by position")
+                raise InvalidProblemError(msg)
+            for r, (node, first) in enumerate(zip(block, blocks[0], strict=True)):
+                if sizes[node] != sizes[first]:
+                    msg = (f"block {k} position {r} (node {node}) has {sizes[node]} options "
+                           f"but block 0's node {first} has {sizes[first]}")
+                    raise InvalidProblemError(msg, node=node)
+                if node in seen:
+                    raise InvalidProblemError(f"node {node} is in two blocks", node=node)
+                seen.add(node)
+        return blocks
 
     @property
     def num_nodes(self) -> int:

@@ -62,6 +62,8 @@ def prune_memory(work: Work) -> bool:
     for row in work.rows:
         slack = work.limit - sum(float(v.min()) for v in row.values())
         for node in sorted(row):
+            if node in work.frozen:
+                continue
             keep = row[node] - row[node].min() <= slack
             if not keep.any():
                 raise MemoryExhausted(node)
@@ -78,7 +80,7 @@ def prune_dominated(work: Work) -> bool:
     while pending:
         touched: set[int] = set()
         for node in pending:
-            if work.costs[node].size < 2:
+            if work.costs[node].size < 2 or node in work.frozen:
                 continue
             drop = _dominated(_features(work, node, []))
             if drop.any():
@@ -106,6 +108,8 @@ def _pareto_pairs(work: Work, leaf: int, matrix: np.ndarray) -> tuple[np.ndarray
 def merge_leaf(work: Work, leaf: int) -> bool:
     """Fold a degree-1 node into its neighbour (see the module docstring)."""
     (nb,) = work.adj[leaf]
+    if leaf in work.frozen or nb in work.frozen:
+        return False
     matrix = work.adj[leaf][nb]
     p, q = _pareto_pairs(work, leaf, matrix)
     cap = max(MERGE_GROWTH * work.costs[nb].size, MERGE_MIN_CAP)
@@ -166,7 +170,8 @@ def eliminate_series(work: Work, node: int) -> bool:
 def eliminate_series_nodes(work: Work) -> bool:
     changed = False
     for node in work.nodes():
-        if node in work.adj and len(work.adj[node]) == 2 and not _in_memory(work, node):
+        if (node in work.adj and len(work.adj[node]) == 2 and not _in_memory(work, node)
+                and node not in work.frozen):
             changed |= eliminate_series(work, node)
     if changed:
         drop_unpairable(work)

@@ -58,6 +58,10 @@ class Solution:
     status: SolveStatus
     stats: SolveStats
     peak_memory: float | None = None
+    # set when the plan was searched among a subset of the plans (e.g. identical layers) and
+    # is not proven optimal for the whole problem: what was restricted; ``bound`` and ``gap``
+    # are still those of the whole problem
+    restricted: str | None = None
 
     @property
     def gap(self) -> float:

@@ -1,0 +1,282 @@
+"""A chain of identical blocks (a model's layers) solved at the size of a few blocks, exactly.
+
+A training graph of L identical layers is L copies of one block, chained through the residual
+stream (forward activation, backward gradient), plus a rest R (embedding, head, loss, shared
+tables such as rotary ones) that may touch every block. Solving it whole costs time that grows
+with L; here it costs about what four blocks cost, and the answer still carries a proven bound
+of the *whole* problem.
+
+The bound is a Lagrangian decomposition with periodic multipliers. Give every block k its own
+copies of the nodes of block k-1 it has edges to (its "previous" copies), so each edge belongs
+to exactly one block; ask the copies to agree with the originals through multipliers, and use
+the *same* multipliers at every boundary. With identical interior blocks 1..L-2 the Lagrangian
+dual is then, by LP duality and the symmetry between interior blocks, the LP
+
+    min  c_R + c_0 + (L-2)·c_I + c_E    over the local polytopes of R, B0, I and E,
+    s.t. Σ over boundaries that copy position r of (copy − original) = 0   for every r:
+         (L-2)·pc_I[r] + pc_E[r] = x_0[r] + (L-2)·x_I[r]
+
+(one representative I for the interior blocks, weighted L-2; E is the last block). Every
+assignment of the whole problem maps onto a feasible point of this LP with the same cost, so its
+optimum is a lower bound of the whole problem. The multipliers are only restricted, never
+wrong: the bound is valid even where it is not tight.
+
+When the LP optimum is integral, its assignment (B0 from x_0, every interior block from x_I, the
+last block from x_E) is a plan of the whole problem; it is re-scored on the original problem,
+and if that cost meets the bound it is proven optimal. On the zoo's training graphs it does
+(gpt2 and llama3-8b: LP bound = periodic plan to 1e-14). Otherwise the caller solves the
+problem restricted to identical interior layers for a plan and keeps this bound.
+
+Exact reductions run on the aggregated problem before the LP: a node outside the linking rows
+has the same incident costs there as each of its copies in the whole problem, so a reduction
+there is the same reduction applied to every interior block of the whole problem. Nodes in the
+linking rows are frozen (their option indices are referred to by the rows).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver.backends.formulation import Formulation, build
+from solver.compact import Indexed, build_work, index_work
+from solver.problem import ChoiceProblem
+from solver.reduce import reduce_work
+
+logger = logging.getLogger(__name__)
+
+MIN_BLOCKS = 4  # below this the whole problem is hardly larger than the aggregated one
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chain:
+    """The verified chain: rest nodes, blocks, and which positions link consecutive blocks."""
+
+    rest: tuple[int, ...]
+    blocks: tuple[tuple[int, ...], ...]
+    separators: tuple[int, ...]  # positions of block k-1 that block k's edges copy (I)
+    last_separators: tuple[int, ...]  # the same for the last block (E)
+
+
+def _edge_sides(problem: ChoiceProblem, block_of: np.ndarray, position: np.ndarray):
+    """Per edge: owner block (-1 for R) and each endpoint's role there, or None if the edge
+    jumps over a block (then the problem is not a chain)."""
+    out = []
+    for u, v, matrix in problem.edges:
+        owner = max(block_of[u], block_of[v])
+        roles = []
+        for node in (u, v):
+            k = block_of[node]
+            if k == -1:
+                roles.append(("R", int(node)))
+            elif k == owner:
+                roles.append(("self", int(position[node])))
+            elif k == owner - 1:
+                roles.append(("prev", int(position[node])))
+            else:
+                return None
+        out.append((int(owner), roles[0], roles[1], matrix))
+    return out
+
+
+def _signature(entries: list) -> list:
+    """Order-free description of a block's own costs/edges, for the identity check."""
+    return sorted(entries, key=lambda e: (e[0], e[1]))
+
+
+def find_chain(problem: ChoiceProblem) -> Chain | None:
+    """The chain the problem's ``blocks`` claim, if the claim holds exactly; else ``None``."""
+    if problem.blocks is None or len(problem.blocks) < MIN_BLOCKS or problem.groups:
+        return None
+    blocks = problem.blocks
+    n = problem.num_nodes
+    block_of = np.full(n, -1)
+    position = np.full(n, -1)
+    for k, block in enumerate(blocks):
+        block_of[list(block)] = k
+        position[list(block)] = np.arange(len(block))
+    sides = _edge_sides(problem, block_of, position)
+    if sides is None:
+        logger.info("periodic: an edge skips a block; solving the whole problem")
+        return None
+    owned: list[list] = [[] for _ in blocks]
+    for owner, a, b, matrix in sides:
+        if owner >= 0:
+            owned[owner].append((a, b, matrix))
+    reference = 1
+    for k in range(2, len(blocks) - 1):
+        if not _same_block(problem, blocks[reference], blocks[k], owned[reference], owned[k]):
+            logger.info("periodic: block %d differs from block 1; solving the whole problem", k)
+            return None
+    # block 0's outgoing boundary is priced by block 1's previous-copy edges: nothing to check
+    # there. The last block keeps its own edges (its copies may be of other positions).
+    separators = sorted({r for a, b, _ in owned[reference] for role, r in (a, b)
+                         if role == "prev"})
+    last = sorted({r for a, b, _ in owned[-1] for role, r in (a, b) if role == "prev"})
+    rest = tuple(int(i) for i in np.flatnonzero(block_of == -1))
+    return Chain(rest=rest, blocks=blocks, separators=tuple(separators),
+                 last_separators=tuple(last))
+
+
+def _same_block(problem: ChoiceProblem, first: tuple[int, ...], other: tuple[int, ...],
+                first_edges: list, other_edges: list) -> bool:
+    for a, b in zip(first, other, strict=True):
+        ca, cb = problem.node_costs[a], problem.node_costs[b]
+        if ca is not cb and not np.array_equal(ca, cb):
+            return False
+    if len(first_edges) != len(other_edges):
+        return False
+    key = _edge_key
+    for (a1, b1, m1), (a2, b2, m2) in zip(sorted(first_edges, key=key),
+                                          sorted(other_edges, key=key), strict=True):
+        if (a1, b1) != (a2, b2) or (m1 is not m2 and not np.array_equal(m1, m2)):
+            return False
+    return True
+
+
+def _edge_key(edge: tuple) -> tuple:
+    a, b, matrix = edge
+    return (a, b, matrix.shape, matrix.tobytes())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Aggregated:
+    """The aggregated problem and how its nodes map back onto the whole problem's."""
+
+    problem: ChoiceProblem
+    frozen: frozenset[int]
+    links: tuple[tuple[tuple[int, float], ...], ...]  # per separator: (agg node, weight)
+    rest: tuple[int, ...]  # agg node of each rest node, in chain.rest order
+    first: tuple[int, ...]  # agg node of each position of block 0
+    interior: tuple[int, ...]
+    last: tuple[int, ...]
+
+
+def aggregate(problem: ChoiceProblem, chain: Chain) -> Aggregated:
+    """The LP's problem (module docstring): R, B0, I (weighted L-2), E and the copies."""
+    blocks, count = chain.blocks, len(chain.blocks)
+    weight = float(count - 2)
+    costs: list[np.ndarray] = []
+    index: dict[tuple, int] = {}
+
+    def node(key: tuple, cost: np.ndarray) -> int:
+        if key not in index:
+            index[key] = len(costs)
+            costs.append(cost)
+        return index[key]
+
+    rest = tuple(node(("R", i), problem.node_costs[i]) for i in chain.rest)
+    first = tuple(node(("B0", r), problem.node_costs[i]) for r, i in enumerate(blocks[0]))
+    interior = tuple(node(("I", r), weight * problem.node_costs[i])
+                     for r, i in enumerate(blocks[1]))
+    last = tuple(node(("E", r), problem.node_costs[i]) for r, i in enumerate(blocks[-1]))
+    zeros = [np.zeros(problem.node_costs[i].size) for i in blocks[0]]
+    block_of = {int(i): k for k, block in enumerate(blocks) for i in block}
+    position = {int(i): r for block in blocks for r, i in enumerate(block)}
+    edges = []
+    for u, v, matrix in problem.edges:
+        owner = max(block_of.get(u, -1), block_of.get(v, -1))
+        if owner not in (-1, 0, 1, count - 1):
+            continue  # interior blocks 2..L-2 are block 1's copies (checked by find_chain)
+        tag = {-1: "R", 0: "B0", count - 1: "E"}.get(owner, "I")
+        ends = []
+        for end in (u, v):
+            k = block_of.get(end, -1)
+            if k == -1:
+                ends.append(index[("R", end)])
+            elif k == owner:
+                ends.append(index[(tag, position[end])])
+            else:  # the previous block: this block's copy of it
+                r = position[end]
+                ends.append(node(("pc" + tag, r), zeros[r]))
+        edges.append((ends[0], ends[1], weight * matrix if tag == "I" else matrix))
+    links = []
+    for r in sorted(set(chain.separators) | set(chain.last_separators)):
+        terms: list[tuple[int, float]] = []
+        in_interior, in_last = r in chain.separators, r in chain.last_separators
+        if in_interior:
+            terms += [(index[("pcI", r)], weight), (first[r], -1.0)]
+        if in_last:
+            terms.append((index[("pcE", r)], 1.0))
+        copies_of_interior = (weight - 1.0) * in_interior + 1.0 * in_last
+        if copies_of_interior:
+            terms.append((interior[r], -copies_of_interior))
+        links.append(tuple(terms))
+    frozen = frozenset(a for terms in links for a, _ in terms)
+    agg = ChoiceProblem(node_costs=costs, edges=edges)
+    return Aggregated(problem=agg, frozen=frozen, links=tuple(links), rest=rest, first=first,
+                      interior=interior, last=last)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PeriodicLP:
+    """The reduced aggregated problem as an LP with its linking rows."""
+
+    form: Formulation
+    indexed: Indexed
+    lift: object  # (x of the indexed problem) -> choices of the aggregated problem
+
+
+def periodic_lp(agg: Aggregated) -> PeriodicLP:
+    """Reduce the aggregated problem exactly, then write its LP plus the linking rows."""
+    work = build_work(agg.problem, agg.frozen)
+    reduce_work(work)
+    ix = index_work(work)
+    form = build(ix)
+    column: dict[tuple[int, int], int] = {}
+    pos = {node: i for i, node in enumerate(ix.ids)}
+    for node in agg.frozen:
+        # frozen nodes keep their identity; their table maps current → original options
+        for current, original in enumerate(work.table[node][:, 0]):
+            column[(node, int(original))] = int(form.offsets[pos[node]] + current)
+    rows, cols, coefs = [], [], []
+    row = form.row_lo.size
+    for terms in agg.links:
+        size = agg.problem.node_costs[terms[0][0]].size
+        for option in range(size):
+            for node, w in terms:
+                col = column.get((node, option))
+                if col is not None:
+                    rows.append(row)
+                    cols.append(col)
+                    coefs.append(w)
+            row += 1
+    extra = row - form.row_lo.size
+    cat = np.concatenate
+    form = dataclasses.replace(
+        form, rows=cat([form.rows, np.array(rows, dtype=np.int64)]),
+        cols=cat([form.cols, np.array(cols, dtype=np.int64)]),
+        coefs=cat([form.coefs, np.array(coefs, dtype=np.float64)]),
+        row_lo=cat([form.row_lo, np.zeros(extra)]), row_hi=cat([form.row_hi, np.zeros(extra)]))
+
+    def lift(x: np.ndarray) -> tuple[int, ...]:
+        return work.lift({node: int(x[i]) for i, node in enumerate(ix.ids)},
+                         agg.problem.num_nodes)
+
+    return PeriodicLP(form=form, indexed=ix, lift=lift)
+
+
+def expand(chain: Chain, agg: Aggregated, agg_choices: tuple[int, ...], num_nodes: int
+           ) -> tuple[int, ...]:
+    """A choice of the aggregated problem as a plan of the whole one (every interior block
+    takes the representative's choice)."""
+    out = [-1] * num_nodes
+    for i, a in zip(chain.rest, agg.rest, strict=True):
+        out[i] = agg_choices[a]
+    for r, i in enumerate(chain.blocks[0]):
+        out[i] = agg_choices[agg.first[r]]
+    for block in chain.blocks[1:-1]:
+        for r, i in enumerate(block):
+            out[i] = agg_choices[agg.interior[r]]
+    for r, i in enumerate(chain.blocks[-1]):
+        out[i] = agg_choices[agg.last[r]]
+    return tuple(out)
+
+
+def interior_groups(chain: Chain) -> tuple[tuple[int, ...], ...]:
+    """Equal-choice groups tying every interior block to block 1, position by position."""
+    interior = chain.blocks[1:-1]
+    return tuple(tuple(block[r] for block in interior) for r in range(len(chain.blocks[0])))

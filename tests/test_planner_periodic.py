@@ -1,0 +1,51 @@
+"""Identical layers solved once: the planner's periodic solve against the whole-graph solve.
+
+The whole-graph solve (layers not detected) is the pre-existing exact path; the periodic one
+must find a plan of the same cost, proven optimal for the *whole* problem.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import autoshard
+from autoshard import planner
+from autoshard.layers import layer_of, repeated_blocks
+from graphs import zoo
+
+CASES = [
+    ("gpt2", {"layers": 6, "hidden": 256, "heads": 4, "ffn": 1024, "batch": 8, "seq": 256},
+     "dp=2,tp=2"),
+    ("llama3-8b", {"layers": 5, "hidden": 512, "heads": 8, "ffn": 1536, "batch": 4, "seq": 512},
+     "tp=4"),
+]
+
+
+@pytest.mark.parametrize(("model", "dims", "mesh"), CASES)
+def test_periodic_plan_equals_the_whole_graph_optimum(model, dims, mesh, monkeypatch):
+    graph = zoo.build(model, **dims)
+    fast = autoshard.plan(graph, autoshard.Mesh.parse(mesh), training=True)
+    assert fast.objective.optimal
+    monkeypatch.setattr(planner, "repeated_blocks", lambda names, keys: None)
+    whole = autoshard.plan(graph, autoshard.Mesh.parse(mesh), training=True)
+    assert whole.objective.optimal
+    assert fast.objective.total_s == pytest.approx(whole.objective.total_s, rel=1e-9)
+    assert fast.objective.lower_bound_s == pytest.approx(whole.objective.total_s, rel=1e-6)
+
+
+def test_layer_names():
+    assert layer_of("bwd/layers.3.attn.q.2") == (3, "bwd/layers.*.attn.q.2")
+    assert layer_of("opt/layers.12.mlp.w1.m") == (12, "opt/layers.*.mlp.w1.m")
+    assert layer_of("bwd/final_norm.1") is None  # a suffix, not a layer
+    assert layer_of("model.layers.0.self_attn.q_proj/linear") == (
+        0, "model.layers.*.self_attn.q_proj/linear")
+
+
+def test_blocks_need_every_layer_to_match():
+    names = [f"layers.{i}.a" for i in range(4)] + [f"layers.{i}.b" for i in range(4)]
+    keys = ["x"] * 8
+    blocks = repeated_blocks(names, keys)
+    assert blocks == ((0, 4), (1, 5), (2, 6), (3, 7))
+    assert repeated_blocks(names[:-1], keys[:-1]) is None  # layer 3 lacks b
+    assert repeated_blocks(names, ["x"] * 7 + ["y"]) is None  # b differs in layer 3
+    assert repeated_blocks(names[:3] + names[4:7], keys[:6]) is None  # only 3 layers
