@@ -15,14 +15,14 @@ from graphs.importers.errors import (
     TraceError,
     UnmappedOpsError,
 )
-from graphs.importers.unmapped import unmapped_ops
+from graphs.importers.unmapped import UnmappedOpsWarning, unmapped_ops
 
 if TYPE_CHECKING:
     from graphs.opgraph import OpGraph
 
 __all__ = [
-    "FrameworkMissingError", "ImporterError", "TraceError", "UnmappedOpsError", "from_torch",
-    "unmapped_ops",
+    "FrameworkMissingError", "ImporterError", "TraceError", "UnmappedOpsError",
+    "UnmappedOpsWarning", "from_torch", "unmapped_ops",
 ]
 
 

@@ -94,12 +94,17 @@ def import_torch(module: Any, example_inputs: Any, *, name: str | None = None,
         raise TraceError(f"expected a torch.nn.Module, got {type(module).__name__}")
     model = name or type(module).__name__
     args, kwargs = _split_inputs(example_inputs, model)
+    noisy = logging.getLogger("torch._subclasses.fake_tensor")
+    level = noisy.level
+    noisy.setLevel(logging.CRITICAL)      # torch logs the traceback we turn into one line
     try:
         program = torch.export.export(module, args, kwargs, strict=False)
     except Exception as error:
         first = (str(error).strip().splitlines() or [""])[0][:300]
         raise TraceError(f"torch.export could not trace {model}: {type(error).__name__}: "
                          f"{first}", model=model) from None
+    finally:
+        noisy.setLevel(level)
     graph, static = _lower(program, model)
     graph = _prune(graph)
     graph.validate()

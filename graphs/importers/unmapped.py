@@ -32,11 +32,16 @@ def unmapped_ops(graph: OpGraph) -> dict[str, int]:
 
 
 def warn_unmapped(counts: dict[str, int], model: str) -> None:
-    """One warning naming every unmapped target with its count (nothing when none)."""
+    """One :class:`UnmappedOpsWarning` naming every unmapped target with its count (nothing
+    when none); a warning rather than a log line so Python callers see it once by default."""
     if not counts:
         return
     listed = ", ".join(f"{target} x{count}" for target, count in sorted(counts.items()))
     message = (f'model "{model}": {sum(counts.values())} op(s) have no registered kind and were '
                f"imported as opaque (all-replicate, no reference, no gradient): {listed}")
-    logger.warning(message)
-    warnings.warn(message, stacklevel=3)
+    logger.info(message)
+    warnings.warn(message, UnmappedOpsWarning, stacklevel=3)
+
+
+class UnmappedOpsWarning(UserWarning):
+    """Some framework ops were imported as ``opaque`` (the message names each, counted)."""
