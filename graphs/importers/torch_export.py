@@ -105,7 +105,7 @@ def import_torch(module: Any, example_inputs: Any, *, name: str | None = None,
                          f"{first}", model=model) from None
     finally:
         noisy.setLevel(level)
-    graph, static = _lower(program, model)
+    graph, static = _lower(program, model, _canonical_names(module))
     graph = _prune(graph)
     graph.validate()
     counts = unmapped_ops(graph)
@@ -133,7 +133,17 @@ def _split_inputs(example_inputs: Any, model: str) -> tuple[tuple, dict]:
                      f"of keyword inputs, got {type(example_inputs).__name__}", model=model)
 
 
-def _lower(program: Any, model: str) -> tuple[OpGraph, StaticValues]:
+def _canonical_names(module: Any) -> dict[str, str]:
+    """Every parameter path (tied ones too) → the name ``named_parameters()`` gives it (the
+    first path that reaches it): torch.export may pick either name of a tied weight."""
+    first: dict[int, str] = {}
+    names = {}
+    for path, param in module.named_parameters(remove_duplicate=False):
+        names[path] = first.setdefault(id(param), path)
+    return names
+
+
+def _lower(program: Any, model: str, canonical: dict[str, str]) -> tuple[OpGraph, StaticValues]:
     from torch.export.graph_signature import InputKind
 
     graph = OpGraph(name=model)
@@ -146,7 +156,7 @@ def _lower(program: Any, model: str) -> tuple[OpGraph, StaticValues]:
 
     for node in program.graph.nodes:
         if node.op == "placeholder" and node.name in dynamic:
-            _source(ctx, node, specs[node.name])
+            _source(ctx, node, specs[node.name], canonical)
         elif node.op == "call_function" and not static.is_static(node):
             key = "getitem" if node.target is operator.getitem else str(node.target)
             if key in IGNORED:
@@ -175,7 +185,7 @@ def _buffer_values(program: Any, specs: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _source(ctx: Lowering, node: Any, spec: Any) -> None:
+def _source(ctx: Lowering, node: Any, spec: Any, canonical: dict[str, str]) -> None:
     from torch.export.graph_signature import InputKind
 
     value = node.meta.get("val")
@@ -183,7 +193,9 @@ def _source(ctx: Lowering, node: Any, spec: Any) -> None:
         return          # a Python value (use_cache=False): nothing to plan
     dtype = dtype_of(value.dtype, node.name)
     if spec.kind == InputKind.PARAMETER:
-        ctx.values[node.name] = ctx.graph.param(spec.target, shape_of(node), dtype)
+        name = canonical.get(spec.target, spec.target)
+        ctx.values[node.name] = (name if name in ctx.graph.tensors   # a tied weight, again
+                                 else ctx.graph.param(name, shape_of(node), dtype))
     else:
         ctx.values[node.name] = ctx.graph.input(node.name, shape_of(node), dtype)
 
