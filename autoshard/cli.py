@@ -16,6 +16,7 @@ import click
 
 from autoshard.cli_common import friendly_errors, shape_options, training_options
 from autoshard.cli_export import export_command
+from autoshard.cli_import import import_group
 from autoshard.cli_sweep import sweep_command
 from autoshard.cli_verify import verify_command
 
@@ -94,5 +95,5 @@ def print_json(data: Any) -> None:
 
 
 # Commands defined in their own modules (autoshard/cli_<name>.py).
-for _command in (export_command, sweep_command, verify_command):
+for _command in (export_command, import_group, sweep_command, verify_command):
     main.add_command(_command)

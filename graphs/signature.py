@@ -134,6 +134,8 @@ def bind_signature(
     the others (pass the rest in ``sizes``). Raises ShapeError when the shapes disagree.
     """
     in_ops, out_ops = parse_signature(text)
+    if not in_ops and len(input_shapes) == 1 and len(input_shapes[0]) == 0:
+        in_ops = ((),)      # " -> " is one rank-0 input (a scalar op), not a source op
     _check_ranks(text, in_ops, input_shapes, "input")
     _check_ranks(text, out_ops, output_shapes, "output")
     known = dict(sizes or {})

@@ -207,3 +207,20 @@ def test_flops_and_bytes_closed_forms() -> None:
     assert get_op("param").flops((), (w,), {}) == 0
     with pytest.raises(AssertionError):
         get_op("input").reference([], {})
+
+
+@pytest.mark.parametrize(("exponent", "formula"), [
+    (2.0, lambda v: v * v), (3.0, lambda v: v * v * v), (-0.5, lambda v: 1 / math.sqrt(v)),
+    (0.5, math.sqrt), (-1.0, lambda v: 1 / v),
+], ids=["square", "cube", "rsqrt", "sqrt", "reciprocal"])
+def test_pow_against_scalar_math(exponent: float, formula) -> None:
+    x = RNG.uniform(0.5, 2.0, size=(3, 4))
+    np.testing.assert_allclose(run("pow", [x], exponent=exponent)[0],
+                               np.vectorize(formula)(x), rtol=1e-12)
+
+
+def test_shift_adds_and_keeps_integer_dtype() -> None:
+    assert run("shift", [np.array([1.5, -2.0])], offset=1.0)[0].tolist() == [2.5, -1.0]
+    ids = np.array([3, 4], dtype=np.int64)
+    got = run("shift", [ids], offset=-1.0)[0]
+    assert got.dtype == np.int64 and got.tolist() == [2, 3]

@@ -15,6 +15,7 @@ from graphs.ops import (  # noqa: F401 - imported for their registrations
     optimizer,
     reduce,
     rotary,
+    scalar,
     shape,
     softmax,
     sources,

@@ -27,7 +27,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from graphs.errors import AttrError, ShapeError
+from graphs.ir import Op
 from graphs.ops._common import DimText, dim_names, norm_dim, numel_flops, signature_text
+from graphs.ops._vjp import GradBuilder, Grads, aligned
 from graphs.ops.elementwise import broadcast_shape, broadcast_signature, sigmoid
 from graphs.ops.reduce import reduced_dims
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
@@ -166,10 +168,20 @@ def _local_broadcast(attrs: Attrs, local_ins: Specs, local_outs: Specs) -> Attrs
     return {**attrs, "shape": list(local_outs[0].shape)}
 
 
+def broadcast_vjp(grads: GradBuilder, op: Op, dys: Grads, needed: frozenset[int]) -> Grads:
+    """dx = dy summed over the repeated dims (kept as size 1 when x has them): imported
+    models use ``broadcast_to`` in the forward pass (``expand``), so it is differentiable."""
+    attrs = grads.attrs(op)
+    _shape, dims, keep = _broadcast_dims((grads.spec(op.inputs[0]),), attrs)
+    if not dims:
+        return aligned(op, needed, {0: dys[0]})
+    return aligned(op, needed, {0: grads.emit("sum", [dys[0]], dims=list(dims), keepdim=keep)})
+
+
 register_op(OpDef(kind="broadcast_to", infer=_infer_broadcast, signature=_signature_broadcast,
                   reference=_broadcast, flops=numel_flops(0), partial_inputs=(frozenset({0}),),
                   num_inputs=1, required_attrs={"shape": list, "dims": list},
-                  local_attrs=_local_broadcast,
+                  local_attrs=_local_broadcast, vjp=broadcast_vjp,
                   doc="Repeat along attr dims up to attr shape (the VJP of sum/mean)."))
 
 
