@@ -131,7 +131,9 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
     agg = aggregate(problem, chain)
     lp = periodic_lp(agg)
     clock.lap("aggregate")
-    x, bound = solve_lp(lp.indexed, lp.form, clock.remaining())
+    # half the time at most: if the LP cannot finish, the restricted search needs the rest
+    remaining = clock.remaining()
+    x, bound = solve_lp(lp.indexed, lp.form, None if remaining is None else remaining / 2)
     clock.lap("periodic_lp")
     after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
     if x is not None:

@@ -7,10 +7,10 @@ import math
 import pandas as pd
 import pytest
 
-import solver.backends.highs as highs
-import solver.reduce as reduce
+from autoshard import planner
 from autoshard.bench import scale
 from autoshard.bench.runner import BENCHMARKS
+from autoshard.layers import repeated_blocks
 
 
 def test_exponent_is_the_log_log_slope() -> None:
@@ -27,8 +27,10 @@ def test_full_job_list_covers_the_issue() -> None:
     names = [job.name for job in scale.jobs(quick=False)]
     assert "gpt2 layers=12 dp=2,tp=4 training" in names
     assert "llama3-8b layers=32 dp=8,tp=8 training" in names
-    for mesh in ("dp=8", "dp=2,tp=4", "dp=8,tp=8"):
-        for layers in (1, 2, 4, 8):
+    assert "llama3-70b dp=8,tp=8 training" in names
+    assert "llama3.1-405b dp=8,fsdp=8,tp=8 training" in names
+    for mesh in ("dp=8", "dp=2,tp=4", "dp=8,tp=8", "dp=4,fsdp=4,tp=4"):
+        for layers in (1, 2, 4, 8, 16, 32, 80):
             assert f"llama3-8b layers={layers} {mesh} training" in names
     assert len(names) == len(set(names))
     assert all(job.time_limit_s > 0 for job in scale.jobs(quick=True))
@@ -48,7 +50,7 @@ def test_one_job_reports_a_certified_plan_and_restores_the_solver() -> None:
     baseline = scale.run_job(scale.Job(model="gpt2", mesh="dp=2", layers=1, training=False,
                                        baseline=True))
     assert baseline["objective_s"] == pytest.approx(row["objective_s"], rel=1e-9)
-    assert highs.LP_FIRST and reduce.SERIES_ELIMINATION
+    assert planner.repeated_blocks is repeated_blocks
 
 
 def test_run_writes_csv_with_exponent_and_plot(tmp_path, monkeypatch) -> None:

@@ -35,7 +35,9 @@ logger = logging.getLogger(__name__)
 
 REPEAT_BELOW_S = 20.0  # repeat a job 3 times (median) when its first run is shorter
 BASE_MODEL = "llama3-8b"
-SERIES_MESHES = ("dp=8", "dp=2,tp=4", "dp=8,tp=8")
+SERIES_MESHES = ("dp=8", "dp=2,tp=4", "dp=8,tp=8", "dp=4,fsdp=4,tp=4")
+SERIES_LAYERS = (1, 2, 4, 8, 16, 32, 80)
+THREE_D_LIMIT_S = 30.0  # 3-axis jobs: the periodic LP is ~2M variables (see results/README)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,7 +50,9 @@ class Job:
     training: bool = True
     time_limit_s: float = 120.0
     series: bool = False  # part of the layers sweep used for the exponent fit
-    baseline: bool = False  # no series elimination, MIP only: the solver before this work
+    baseline: bool = False  # layers not detected: the whole graph solved at once
+    target_s: float | None = None  # the issue's wall-time target, when the job is one
+    target_rss_mb: float | None = None
 
     @property
     def name(self) -> str:
@@ -58,20 +62,23 @@ class Job:
 
 
 def jobs(quick: bool) -> list[Job]:
-    """The issue's jobs, then the llama3-8b-shaped layer sweep (small first)."""
+    """The issue's target jobs, the baselines, then the llama3-8b-shaped layer sweep."""
     if quick:
         return [Job(model="gpt2", mesh="dp=2,tp=4", layers=1, time_limit_s=60.0),
                 *(Job(model=BASE_MODEL, mesh="dp=2,tp=4", layers=n, time_limit_s=60.0,
                       series=True) for n in (1, 2))]
-    out = [Job(model="gpt2", mesh="dp=2,tp=4", layers=12),
-           Job(model="gpt2", mesh="dp=2,tp=4", layers=12, baseline=True)]
-    out += [Job(model=BASE_MODEL, mesh=mesh, layers=n, series=True, time_limit_s=90.0)
-            for mesh in SERIES_MESHES for n in (1, 2, 4, 8)]
-    # the full model (32 layers) closes the 8x8 sweep; its baseline is the "before" number
-    out.append(Job(model=BASE_MODEL, mesh="dp=8,tp=8", layers=32, series=True,
-                   time_limit_s=180.0))
-    out.append(Job(model=BASE_MODEL, mesh="dp=8,tp=8", layers=32, time_limit_s=240.0,
-                   baseline=True))
+    out = [Job(model="gpt2", mesh="dp=2,tp=4", layers=12, target_s=2.0, target_rss_mb=500.0),
+           Job(model=BASE_MODEL, mesh="dp=8,tp=8", target_s=5.0, target_rss_mb=1000.0),
+           Job(model="llama3-70b", mesh="dp=8,tp=8", target_s=10.0, target_rss_mb=1500.0),
+           Job(model="llama3.1-405b", mesh="dp=8,fsdp=8,tp=8", time_limit_s=60.0,
+               target_s=30.0, target_rss_mb=3000.0),
+           Job(model="gpt2", mesh="dp=2,tp=4", layers=12, baseline=True),
+           Job(model=BASE_MODEL, mesh="dp=8,tp=8", layers=32, time_limit_s=240.0,
+               baseline=True)]
+    for mesh in SERIES_MESHES:
+        limit = THREE_D_LIMIT_S if mesh.count(",") == 2 else 120.0
+        out += [Job(model=BASE_MODEL, mesh=mesh, layers=n, series=True, time_limit_s=limit)
+                for n in SERIES_LAYERS]
     return out
 
 
@@ -83,10 +90,11 @@ def _rss_mb() -> float:
 def run_job(job: Job) -> dict[str, Any]:
     """Plan ``job`` in this process and return its measurements (the worker's body)."""
     import solver
-    import solver.backends.highs as highs
-    import solver.reduce as reduce
+    from autoshard import planner
+    from autoshard.layers import repeated_blocks
 
-    highs.LP_FIRST = reduce.SERIES_ELIMINATION = not job.baseline
+    if job.baseline:  # the solver as it was before the periodic chain: whole graph at once
+        planner.repeated_blocks = lambda names, keys: None
     calls: list[Any] = []
     original = solver.solve
 
@@ -101,7 +109,7 @@ def run_job(job: Job) -> dict[str, Any]:
         return _timed_plan(job, calls)
     finally:
         solver.solve = original
-        highs.LP_FIRST = reduce.SERIES_ELIMINATION = True
+        planner.repeated_blocks = repeated_blocks
 
 
 def _timed_plan(job: Job, calls: list[Any]) -> dict[str, Any]:
@@ -133,8 +141,13 @@ def _timed_plan(job: Job, calls: list[Any]) -> dict[str, Any]:
         "nodes_after": stats.nodes_after, "options_before": stats.options_before,
         "options_after": stats.options_after, "edges_before": stats.edges_before,
         "edges_after": stats.edges_after,
-        "ilp_s": stats.phase("highs") + stats.phase("cpsat"), "dp_s": stats.phase("dp"),
-        "reduce_s": stats.phase("reduce"),
+        "ilp_s": stats.phase("highs") + stats.phase("cpsat") + stats.phase("restricted_highs"),
+        "dp_s": stats.phase("dp"), "reduce_s": stats.phase("reduce"),
+        "periodic_lp_s": stats.phase("periodic_lp"), "restricted": solution.restricted or "",
+        "target_s": job.target_s, "target_rss_mb": job.target_rss_mb,
+        "meets_target": (None if job.target_s is None else bool(
+            wall <= job.target_s and _rss_mb() <= (job.target_rss_mb or math.inf)
+            and solution.gap <= 1e-6)),
     }
 
 
