@@ -4,7 +4,8 @@ A transformer is a stack of identical layers, and its graph says so in its names
 PyTorch importer (module paths) and the JAX importer (parameter paths) all name the ops of
 layer 3 ``…layers.3.…``, forward (``layers.3.mlp.up``), backward (``bwd/layers.3.mlp.up.1``)
 and optimizer (``opt/layers.3.mlp.w1``) alike. The layer index is the first dotted integer
-component that has more path after it (``final_norm.1`` is a suffix, not a layer).
+component that has more path after it (``model.layers.3/add`` is in layer 3; ``final_norm.1``
+is a suffix, not a layer).
 
 The blocks found here are only a claim: ``solver.solve`` checks that the costs and edges of the
 interior blocks are identical before it relies on them, and solves the whole problem otherwise.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable, Sequence
 
-LAYER_INDEX = re.compile(r"(?<![^./])(\d+)(?=\.)")
+LAYER_INDEX = re.compile(r"(?<![^./])(\d+)(?=[./])")
 MIN_LAYERS = 4
 
 

@@ -267,7 +267,8 @@ class _Planner:
                            if solution.restricted else ()),
             stats={**{k: round(v, 6) for k, v in self.timings.items()},
                    "ops": len(self.ops), "options": int(sum(len(s) for s in self.strategies)),
-                   "edges": len(edges)},
+                   "edges": len(edges), "solver": solution.stats.backend,
+                   "layers": 0 if self.blocks is None else len(self.blocks)},
         )
 
 

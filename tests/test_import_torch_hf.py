@@ -34,9 +34,9 @@ def _gpt2() -> torch.nn.Module:
     return transformers.GPT2LMHeadModel(config)
 
 
-def _llama() -> torch.nn.Module:
+def _llama(layers: int = 2) -> torch.nn.Module:
     config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128,
-                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_hidden_layers=layers, num_attention_heads=4,
                                       num_key_value_heads=2, vocab_size=VOCAB,
                                       max_position_embeddings=32, bos_token_id=0,
                                       eos_token_id=0)
@@ -103,3 +103,27 @@ def test_plans_place_every_named_parameter(name: str, training: bool) -> None:
         assert len(plan.tensors[param].placements) == 2
         if training:      # AdamW moments of every parameter: the backward reached it
             assert f"opt/{param}.m" in plan.tensors
+
+
+def test_imported_layers_are_planned_once_and_proven_for_the_whole_model() -> None:
+    """Module-path op names (``model.layers.3/add``) let the planner find the 6 identical
+    layers; the periodic plan costs the same as the whole-graph optimum."""
+    from autoshard import planner
+
+    with torch.device("meta"):
+        model = _llama(layers=6)
+    inputs = {"input_ids": _ids(1).to("meta"), "labels": _ids(2).to("meta"), "use_cache": False}
+    with pytest.warns(UserWarning, match=r"aten\.pad\.default x1"):
+        graph = from_torch(model, inputs, name="llama6")
+    mesh = autoshard.Mesh.parse("dp=2,tp=2")
+    fast = autoshard.plan(graph, mesh, training=True)
+    assert fast.stats["layers"] == 6 and fast.stats["solver"] == "periodic"
+    assert fast.objective.optimal
+    original = planner.repeated_blocks
+    planner.repeated_blocks = lambda names, keys: None
+    try:
+        whole = autoshard.plan(graph, mesh, training=True)
+    finally:
+        planner.repeated_blocks = original
+    assert whole.stats["solver"] != "periodic"
+    assert fast.objective.total_s == pytest.approx(whole.objective.total_s, rel=1e-9)

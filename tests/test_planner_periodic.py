@@ -37,6 +37,8 @@ def test_layer_names():
     assert layer_of("bwd/layers.3.attn.q.2") == (3, "bwd/layers.*.attn.q.2")
     assert layer_of("opt/layers.12.mlp.w1.m") == (12, "opt/layers.*.mlp.w1.m")
     assert layer_of("bwd/final_norm.1") is None  # a suffix, not a layer
+    assert layer_of("model.layers.4/add_1") == (4, "model.layers.*/add_1")  # torch importer
+    assert layer_of("bwd/model.norm/mul_1.1") is None
     assert layer_of("model.layers.0.self_attn.q_proj/linear") == (
         0, "model.layers.*.self_attn.q_proj/linear")
 
