@@ -152,7 +152,13 @@ def _solve_restricted(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: 
     tied = ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
                          groups=interior_groups(chain), liveness=problem.liveness,
                          node_memory=problem.node_memory, memory_limit=problem.memory_limit)
-    answer = solve(tied, clock.remaining(), "auto", gap=gap)
+    try:
+        answer = solve(tied, clock.remaining(), "auto", gap=gap)
+    except Infeasible:
+        # tying layers may cost memory (a plan could mix layer strategies to fit): only the
+        # whole problem can say that nothing fits
+        whole = dataclasses.replace(problem, blocks=None)
+        return solve(whole, clock.remaining(), "auto", gap=gap, known_bound=known_bound)
     for name, seconds in answer.stats.seconds:
         clock.phases.append((f"restricted_{name}", seconds))
     clock.mark = time.perf_counter()

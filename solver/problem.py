@@ -24,7 +24,11 @@ Term = tuple[int, np.ndarray]
 
 
 def _vector(values: object, what: str, *, node: int | None = None) -> np.ndarray:
-    array = np.array(values, dtype=np.float64)
+    if (isinstance(values, np.ndarray) and values.dtype == np.float64
+            and not values.flags.writeable):
+        array = values  # already immutable: no copy (liveness rows share their vectors)
+    else:
+        array = np.array(values, dtype=np.float64)
     if array.ndim != 1 or array.size == 0:
         msg = f"{what} must be a non-empty 1-D array, got shape {array.shape}"
         raise InvalidProblemError(msg, node=node)
@@ -159,11 +163,17 @@ class ChoiceProblem:
         if self.liveness is None:
             return None
         steps = []
+        checked: dict[int, np.ndarray] = {}  # the same vector recurs in every step it lives
         for t, step in enumerate(self.liveness):
             terms = []
             for term in step:
                 node = _check_node(term[0], len(sizes), f"liveness step {t}")
+                vec = checked.get(id(term[1]))
+                if vec is not None and vec.size == sizes[node]:
+                    terms.append((node, vec))
+                    continue
                 vec = _vector(term[1], f"liveness step {t} term of node {node}", node=node)
+                checked[id(term[1])] = vec
                 if vec.size != sizes[node] or not np.isfinite(vec).all():
                     msg = (f"liveness step {t}: the term of node {node} must hold "
                            f"{sizes[node]} finite values, got {vec.size}")

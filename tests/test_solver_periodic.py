@@ -135,3 +135,17 @@ def test_memory_constrained_chain_keeps_a_true_bound(seed, layers) -> None:
 def test_blocks_must_align() -> None:
     with pytest.raises(Exception, match="block 1 has 1 nodes"):
         ChoiceProblem(node_costs=[[0.0], [0.0], [0.0]], blocks=((0, 1), (2,)))
+
+
+def test_layers_that_must_differ_to_fit_are_not_called_infeasible() -> None:
+    # 5 one-node blocks with identical costs; the memory rows make layer 1 want option 0 and
+    # layer 2 option 1: tying the interior layers cannot fit, mixing them can
+    costs = [[0.0, 0.0]] * 5
+    edges = [(k, k + 1, np.array([[0.0, 1.0], [1.0, 0.0]])) for k in range(4)]
+    liveness = [((1, np.array([0.0, 5.0])),), ((2, np.array([5.0, 0.0])),)]
+    problem = ChoiceProblem(node_costs=costs, edges=edges, liveness=liveness, memory_limit=1.0,
+                            blocks=tuple((k,) for k in range(5)))
+    choices, best = exhaustive(problem)
+    answer = solve(problem)
+    assert answer.objective == pytest.approx(best)
+    assert answer.choices[1] == 0 and answer.choices[2] == 1
