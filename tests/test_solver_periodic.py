@@ -145,7 +145,7 @@ def test_layers_that_must_differ_to_fit_are_not_called_infeasible() -> None:
     liveness = [((1, np.array([0.0, 5.0])),), ((2, np.array([5.0, 0.0])),)]
     problem = ChoiceProblem(node_costs=costs, edges=edges, liveness=liveness, memory_limit=1.0,
                             blocks=tuple((k,) for k in range(5)))
-    choices, best = exhaustive(problem)
+    _, best = exhaustive(problem)
     answer = solve(problem)
     assert answer.objective == pytest.approx(best)
     assert answer.choices[1] == 0 and answer.choices[2] == 1
