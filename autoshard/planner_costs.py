@@ -103,7 +103,10 @@ _NODE_CACHE: dict[tuple[Any, ...], NodeTerms] = {}
 def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: Mesh,
                topology: Topology, links: MeshLinks) -> NodeTerms:
     """Price every strategy of ``op``: local roofline compute, intra-op and output collectives."""
-    key = (structure_key(graph, op), strategies, repr(topology), links.describe_key())
+    # strategies are a function of the structure and the mesh, and their labels name them
+    # (hashing the Strategy objects themselves cost ~10 % of a gpt2 plan)
+    key = (structure_key(graph, op), repr(mesh), tuple(s.label for s in strategies),
+           repr(topology), links.describe_key())
     cached = _NODE_CACHE.get(key)
     if cached is not None:
         return cached
@@ -240,17 +243,21 @@ def edge_matrices(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy
     for i, op in enumerate(ops):
         for j, name in enumerate(op.outputs):
             produced_by[name] = (i, j)
+    # within one run an op's strategies follow from its structure: key matrices by the two
+    # structures (small ints), not by the tuples of shardings (slow to hash)
+    structures: dict[tuple[Any, ...], int] = {}
+    kind = [structures.setdefault(structure_key(graph, op), len(structures)) for op in ops]
     cache: dict[tuple[Any, ...], np.ndarray] = {}
     edges: list[Edge] = []
     for v, op in enumerate(ops):
         for i, name in enumerate(op.inputs):
             u, j = produced_by[name]
             tensor = graph.tensors[name]
-            srcs = tuple(s.outputs[j] for s in strategies[u])
-            dsts = tuple(s.inputs[i] for s in strategies[v])
-            key = (srcs, dsts, tensor.shape, tensor.dtype.itemsize)
+            key = (kind[u], j, kind[v], i)
             matrix = cache.get(key)
             if matrix is None:
+                srcs = tuple(s.outputs[j] for s in strategies[u])
+                dsts = tuple(s.inputs[i] for s in strategies[v])
                 matrix = reshard_cost_matrix(srcs, dsts, tensor.shape, tensor.dtype.itemsize,
                                              links, hbm_bw)
                 cache[key] = matrix
