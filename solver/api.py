@@ -123,25 +123,44 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
     return _finish(problem, choices, bound, timed_out, clock, used, before, work.size())
 
 
+PERIODIC_ENDS = (1, 2)  # distinct blocks kept at each end, tried in turn until the gap closes
+
+
 def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: float,
                     before: tuple[int, int, int]) -> Solution:
-    """The chain's periodic LP bound (``solver.periodic``); its integral optimum is the plan
-    when it meets the bound, otherwise the plan of the restricted problem is kept with the
-    LP bound, and its gap, stated."""
-    agg = aggregate(problem, chain)
-    lp = periodic_lp(agg)
-    clock.lap("aggregate")
-    # half the time at most: if the LP cannot finish, the restricted search needs the rest
-    remaining = clock.remaining()
-    x, bound = solve_lp(lp.indexed, lp.form, None if remaining is None else remaining / 2)
-    clock.lap("periodic_lp")
-    after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
-    if x is not None:
-        choices = expand(chain, agg, lp.lift(x), problem.num_nodes)
-        if _closed(problem.evaluate(choices), bound, gap):
-            return _finish(problem, choices, bound, False, clock, "periodic", before, after)
-    logger.info("periodic LP not integral; solving with identical interior blocks")
-    return _solve_restricted(problem, chain, clock, gap, before, bound)
+    """The chain's periodic LP bound (``solver.periodic``), with one and then two distinct
+    blocks at each end; an integral LP optimum that meets the bound is the plan. Otherwise
+    the plan of the restricted problem is kept with the best bound, and its gap stated."""
+    bound, best, best_value, after = -math.inf, None, math.inf, before
+    for ends in PERIODIC_ENDS:
+        if len(chain.blocks) - 2 * ends < 2:
+            break
+        agg = aggregate(problem, chain, ends, ends)
+        lp = periodic_lp(agg)
+        clock.lap("aggregate")
+        # half the time at most: if the LP cannot finish, the restricted search needs the rest
+        remaining = clock.remaining()
+        x, lp_bound = solve_lp(lp.indexed, lp.form, None if remaining is None else remaining / 2)
+        clock.lap("periodic_lp")
+        after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
+        bound = max(bound, lp_bound)
+        if x is not None:
+            choices = expand(chain, agg, lp.lift(x), problem.num_nodes)
+            value = problem.evaluate(choices)
+            if value < best_value:
+                best, best_value = choices, value
+        if best is not None and _closed(best_value, bound, gap):
+            return _finish(problem, best, bound, False, clock, "periodic", before, after)
+        if lp_bound == -math.inf:
+            break  # out of time
+        logger.info("periodic LP with %d distinct end blocks: bound %.6g, plan %.6g", ends,
+                    lp_bound, best_value)
+    answer = _solve_restricted(problem, chain, clock, gap, before, bound)
+    if best is not None and best_value < answer.objective:
+        solution = _finish(problem, best, bound, False, clock, "periodic", before, after)
+        return solution if solution.optimal else dataclasses.replace(
+            solution, restricted="layers between the end blocks take identical strategies")
+    return answer
 
 
 def _solve_restricted(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: float,

@@ -21,11 +21,17 @@ assignment of the whole problem maps onto a feasible point of this LP with the s
 optimum is a lower bound of the whole problem. The multipliers are only restricted, never
 wrong: the bound is valid even where it is not tight.
 
-When the LP optimum is integral, its assignment (B0 from x_0, every interior block from x_I, the
-last block from x_E) is a plan of the whole problem; it is re-scored on the original problem,
-and if that cost meets the bound it is proven optimal. On the zoo's training graphs it does
-(gpt2 and llama3-8b: LP bound = periodic plan to 1e-14). Otherwise the caller solves the
-problem restricted to identical interior layers for a plan and keeps this bound.
+(written here for one distinct block at each end; ``aggregate`` keeps ``head`` and ``tail``
+blocks distinct, which moves the two relaxed junctions away from the model's ends, where plans
+are not periodic: llama3-8b-shaped on dp=2,tp=4 closes with two, not with one). A position
+copied on only one side of the tied run gets no row: its row would need one tied block's own
+marginal, and dropping a row only weakens the relaxation.
+
+When the LP optimum is integral, its assignment (distinct blocks from their own x, every tied
+block from x_I) is a plan of the whole problem; it is re-scored on the original problem, and if
+that cost meets the bound it is proven optimal. On the zoo's training graphs it does (gpt2 and
+llama3-8b: LP bound = periodic plan to 1e-14). Otherwise the caller solves the problem
+restricted to identical interior layers for a plan and keeps this bound.
 
 Exact reductions run on the aggregated problem before the LP: a node outside the linking rows
 has the same incident costs there as each of its copies in the whole problem, so a reduction
@@ -53,12 +59,12 @@ MIN_BLOCKS = 4  # below this the whole problem is hardly larger than the aggrega
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Chain:
-    """The verified chain: rest nodes, blocks, and which positions link consecutive blocks."""
+    """The verified chain: rest nodes, blocks, and the positions each block's edges copy
+    from the block before it (``copies[k]``, empty for block 0)."""
 
     rest: tuple[int, ...]
     blocks: tuple[tuple[int, ...], ...]
-    separators: tuple[int, ...]  # positions of block k-1 that block k's edges copy (I)
-    last_separators: tuple[int, ...]  # the same for the last block (E)
+    copies: tuple[frozenset[int], ...]
 
 
 def _edge_sides(problem: ChoiceProblem, block_of: np.ndarray, position: np.ndarray):
@@ -111,14 +117,10 @@ def find_chain(problem: ChoiceProblem) -> Chain | None:
         if not _same_block(problem, blocks[reference], blocks[k], owned[reference], owned[k]):
             logger.info("periodic: block %d differs from block 1; solving the whole problem", k)
             return None
-    # block 0's outgoing boundary is priced by block 1's previous-copy edges: nothing to check
-    # there. The last block keeps its own edges (its copies may be of other positions).
-    separators = sorted({r for a, b, _ in owned[reference] for role, r in (a, b)
-                         if role == "prev"})
-    last = sorted({r for a, b, _ in owned[-1] for role, r in (a, b) if role == "prev"})
+    copies = tuple(frozenset(r for a, b, _ in edges for role, r in (a, b) if role == "prev")
+                   for edges in owned)
     rest = tuple(int(i) for i in np.flatnonzero(block_of == -1))
-    return Chain(rest=rest, blocks=blocks, separators=tuple(separators),
-                 last_separators=tuple(last))
+    return Chain(rest=rest, blocks=blocks, copies=copies)
 
 
 def _same_block(problem: ChoiceProblem, first: tuple[int, ...], other: tuple[int, ...],
@@ -148,17 +150,25 @@ class Aggregated:
 
     problem: ChoiceProblem
     frozen: frozenset[int]
-    links: tuple[tuple[tuple[int, float], ...], ...]  # per separator: (agg node, weight)
+    links: tuple[tuple[tuple[int, float], ...], ...]  # rows: (agg node, weight), Σ w·x = 0
     rest: tuple[int, ...]  # agg node of each rest node, in chain.rest order
-    first: tuple[int, ...]  # agg node of each position of block 0
-    interior: tuple[int, ...]
-    last: tuple[int, ...]
+    block_nodes: tuple[tuple[int, ...], ...]  # per block of the chain, its agg nodes
+    tied: tuple[int, ...]  # the blocks one representative stands for
 
 
-def aggregate(problem: ChoiceProblem, chain: Chain) -> Aggregated:
-    """The LP's problem (module docstring): R, B0, I (weighted L-2), E and the copies."""
+def aggregate(problem: ChoiceProblem, chain: Chain, head: int = 1, tail: int = 1
+              ) -> Aggregated:
+    """The LP's problem (module docstring) with ``head`` leading and ``tail`` trailing
+    blocks kept distinct and the blocks between them (at least two) tied to one
+    representative. Wider ends cost a larger LP but move the only relaxed boundaries (into
+    and out of the tied run) away from the model's ends, where plans are not periodic."""
     blocks, count = chain.blocks, len(chain.blocks)
-    weight = float(count - 2)
+    tied = tuple(range(head, count - tail))
+    if head < 1 or tail < 1 or len(tied) < 2:
+        raise ValueError(f"need head, tail >= 1 and two tied blocks; got {head}, {tail} of "
+                         f"{count} blocks")
+    weight = float(len(tied))
+    rep = tied[0]
     costs: list[np.ndarray] = []
     index: dict[tuple, int] = {}
 
@@ -168,47 +178,52 @@ def aggregate(problem: ChoiceProblem, chain: Chain) -> Aggregated:
             costs.append(cost)
         return index[key]
 
+    def tag(k: int) -> str:
+        return "I" if k in tied else f"B{k}"
+
     rest = tuple(node(("R", i), problem.node_costs[i]) for i in chain.rest)
-    first = tuple(node(("B0", r), problem.node_costs[i]) for r, i in enumerate(blocks[0]))
-    interior = tuple(node(("I", r), weight * problem.node_costs[i])
-                     for r, i in enumerate(blocks[1]))
-    last = tuple(node(("E", r), problem.node_costs[i]) for r, i in enumerate(blocks[-1]))
+    block_nodes = []
+    for k, block in enumerate(blocks):
+        scale = weight if k in tied else 1.0
+        block_nodes.append(tuple(node((tag(k), r), scale * problem.node_costs[i])
+                                 for r, i in enumerate(block)))
     zeros = [np.zeros(problem.node_costs[i].size) for i in blocks[0]]
     block_of = {int(i): k for k, block in enumerate(blocks) for i in block}
     position = {int(i): r for block in blocks for r, i in enumerate(block)}
     edges = []
     for u, v, matrix in problem.edges:
         owner = max(block_of.get(u, -1), block_of.get(v, -1))
-        if owner not in (-1, 0, 1, count - 1):
-            continue  # interior blocks 2..L-2 are block 1's copies (checked by find_chain)
-        tag = {-1: "R", 0: "B0", count - 1: "E"}.get(owner, "I")
+        if owner in tied and owner != rep:
+            continue  # tied blocks are the representative's copies (checked by find_chain)
         ends = []
         for end in (u, v):
             k = block_of.get(end, -1)
             if k == -1:
                 ends.append(index[("R", end)])
             elif k == owner:
-                ends.append(index[(tag, position[end])])
-            else:  # the previous block: this block's copy of it
+                ends.append(index[(tag(k), position[end])])
+            else:  # the previous block: the owner's copy of it
                 r = position[end]
-                ends.append(node(("pc" + tag, r), zeros[r]))
-        edges.append((ends[0], ends[1], weight * matrix if tag == "I" else matrix))
+                ends.append(node(("pc" + tag(owner), r), zeros[r]))
+        edges.append((ends[0], ends[1], weight * matrix if owner in tied else matrix))
     links = []
-    for r in sorted(set(chain.separators) | set(chain.last_separators)):
-        terms: list[tuple[int, float]] = []
-        in_interior, in_last = r in chain.separators, r in chain.last_separators
-        if in_interior:
-            terms += [(index[("pcI", r)], weight), (first[r], -1.0)]
-        if in_last:
-            terms.append((index[("pcE", r)], 1.0))
-        copies_of_interior = (weight - 1.0) * in_interior + 1.0 * in_last
-        if copies_of_interior:
-            terms.append((interior[r], -copies_of_interior))
-        links.append(tuple(terms))
+    for k in range(1, count):  # boundaries between two distinct blocks: exact
+        if k - 1 in tied or k in tied:
+            continue
+        links += [((index[("pc" + tag(k), r)], 1.0), (index[(tag(k - 1), r)], -1.0))
+                  for r in sorted(chain.copies[k])]
+    # the boundaries into the tied blocks and out of the last one share one multiplier:
+    # Σ (copy - original) = weight·pc_I + pc_out - x_before - weight·x_I. A position copied on
+    # only one side of the run would need one tied block's own x, which the representative
+    # does not have: its rows are dropped (a weaker, still valid, relaxation)
+    after = tied[-1] + 1
+    for r in sorted(chain.copies[rep] & chain.copies[after]):
+        links.append(((index[("pcI", r)], weight), (index[("pc" + tag(after), r)], 1.0),
+                      (index[(tag(rep - 1), r)], -1.0), (index[("I", r)], -weight)))
     frozen = frozenset(a for terms in links for a, _ in terms)
     agg = ChoiceProblem(node_costs=costs, edges=edges)
-    return Aggregated(problem=agg, frozen=frozen, links=tuple(links), rest=rest, first=first,
-                      interior=interior, last=last)
+    return Aggregated(problem=agg, frozen=frozen, links=tuple(links), rest=rest,
+                      block_nodes=tuple(block_nodes), tied=tied)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -261,22 +276,19 @@ def periodic_lp(agg: Aggregated) -> PeriodicLP:
 
 def expand(chain: Chain, agg: Aggregated, agg_choices: tuple[int, ...], num_nodes: int
            ) -> tuple[int, ...]:
-    """A choice of the aggregated problem as a plan of the whole one (every interior block
-    takes the representative's choice)."""
+    """A choice of the aggregated problem as a plan of the whole one (every tied block takes
+    the representative's choice)."""
     out = [-1] * num_nodes
     for i, a in zip(chain.rest, agg.rest, strict=True):
         out[i] = agg_choices[a]
-    for r, i in enumerate(chain.blocks[0]):
-        out[i] = agg_choices[agg.first[r]]
-    for block in chain.blocks[1:-1]:
-        for r, i in enumerate(block):
-            out[i] = agg_choices[agg.interior[r]]
-    for r, i in enumerate(chain.blocks[-1]):
-        out[i] = agg_choices[agg.last[r]]
+    for block, nodes in zip(chain.blocks, agg.block_nodes, strict=True):
+        for i, a in zip(block, nodes, strict=True):
+            out[i] = agg_choices[a]
     return tuple(out)
 
 
-def interior_groups(chain: Chain) -> tuple[tuple[int, ...], ...]:
-    """Equal-choice groups tying every interior block to block 1, position by position."""
-    interior = chain.blocks[1:-1]
+def interior_groups(chain: Chain, head: int = 1, tail: int = 1
+                    ) -> tuple[tuple[int, ...], ...]:
+    """Equal-choice groups tying the blocks between the ends, position by position."""
+    interior = chain.blocks[head:len(chain.blocks) - tail]
     return tuple(tuple(block[r] for block in interior) for r in range(len(chain.blocks[0])))

@@ -19,10 +19,12 @@ from solver.periodic import aggregate, find_chain
 
 
 def chain_problem(seed: int, layers: int, per_block: int, options: int, rest: int,
-                  perturb: int | None = None, memory: bool = False) -> ChoiceProblem:
+                  perturb: int | None = None, memory: bool = False,
+                  own_last_link: bool = False) -> ChoiceProblem:
     """``rest`` shared nodes + ``layers`` identical blocks of ``per_block`` nodes: edges
     inside a block, to the previous block, and from every block to rest node 0 (like a
-    rotary table every layer reads). Optionally one block's costs are perturbed."""
+    rotary table every layer reads). Optionally one block's costs are perturbed, or the last
+    block reads other positions of the block before it than the others do."""
     rng = np.random.default_rng(seed)
     costs_block = [rng.integers(0, 9, size=options).astype(float) for _ in range(per_block)]
     inner = [(a, b, rng.integers(0, 9, size=(options, options)).astype(float))
@@ -31,6 +33,8 @@ def chain_problem(seed: int, layers: int, per_block: int, options: int, rest: in
             for a in range(per_block) for b in range(per_block) if rng.random() < 0.4]
     if not link:
         link = [(per_block - 1, 0, rng.integers(0, 9, size=(options, options)).astype(float))]
+    last_link = [(a, b, rng.integers(0, 9, size=(options, options)).astype(float))
+                 for a in range(per_block) for b in range(per_block) if rng.random() < 0.5]
     shared = rng.integers(0, 5, size=(options, options)).astype(float)
     costs = [rng.integers(0, 9, size=options).astype(float) for _ in range(rest)]
     edges = []
@@ -49,7 +53,8 @@ def chain_problem(seed: int, layers: int, per_block: int, options: int, rest: in
             edges.append((0, base, rng.integers(0, 9, size=(options, options)).astype(float)))
         else:
             prev = blocks[k - 1][0]
-            edges += [(prev + a, base + b, m) for a, b, m in link]
+            own = last_link if own_last_link and k == layers - 1 else link
+            edges += [(prev + a, base + b, m) for a, b, m in own]
         if rest > 1:
             edges.append((1, base + per_block - 1, shared))
     if rest > 0:
@@ -65,11 +70,12 @@ def chain_problem(seed: int, layers: int, per_block: int, options: int, rest: in
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), layers=st.integers(4, 6), per_block=st.integers(1, 2),
-       options=st.integers(2, 3), rest=st.integers(1, 2))
+@given(seed=st.integers(0, 10_000), layers=st.integers(4, 7), per_block=st.integers(1, 2),
+       options=st.integers(2, 3), rest=st.integers(1, 2), own_last_link=st.booleans())
 def test_periodic_answer_is_bracketed_by_the_true_optimum(seed, layers, per_block, options,
-                                                          rest) -> None:
-    problem = chain_problem(seed, layers, per_block, options, rest)
+                                                          rest, own_last_link) -> None:
+    problem = chain_problem(seed, layers, per_block, options, rest,
+                            own_last_link=own_last_link)
     if np.prod(problem.sizes, dtype=float) > 600_000:
         return
     _, best = exhaustive(problem)
