@@ -66,6 +66,11 @@ CASES = [
     Case("cast", [((3, 4), P)], {"dtype": "f32"}, exact=lambda x: (x,)),
     Case("scale", [((3, 4), P)], {"factor": -0.75}),
     Case("where", [((3, 4), "bool"), ((4,), P), ((3, 4), P)]),
+    Case("pow", [((3, 4), P)], {"exponent": 3.0}, id="cube"),
+    Case("pow", [((3, 4), P)], {"exponent": 2.0}, id="square"),
+    Case("pow", [((3, 4), POS)], {"exponent": -0.5}, id="rsqrt"),
+    Case("broadcast_to", [((3, 4), P)], {"shape": [2, 3, 4], "dims": [0]}, id="new-dim"),
+    Case("broadcast_to", [((3, 1), P)], {"shape": [3, 5], "dims": [1]}, id="keepdim"),
     Case("sum", [((2, 3, 4), P)], {"dims": [0, 2]}),
     Case("sum", [((2, 3), P)], {"dims": [1], "keepdim": True}, id="keepdim"),
     Case("mean", [((2, 3, 4), P)], {"dims": [-1], "keepdim": True}),
@@ -98,7 +103,7 @@ _IDS = [f"{c.kind}-{c.id or i}" for i, c in enumerate(CASES)]
 # Kinds with no VJP on purpose: sources, optimizer steps, and the backward-only kinds
 # (no higher-order derivatives).
 NO_VJP = {
-    *SOURCE_KINDS, "sgd_step", "adamw_step", "attention_bwd", "broadcast_to",
+    *SOURCE_KINDS, "sgd_step", "adamw_step", "attention_bwd", "compare", "opaque",
     "cross_entropy_bwd", "embedding_bwd", "gelu_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd",
     "tanh_bwd", "layer_norm_bwd_x", "layer_norm_bwd_w", "rms_norm_bwd_x", "rms_norm_bwd_w",
     "log_softmax_bwd", "softmax_bwd", "max_bwd", "pad",

@@ -207,3 +207,22 @@ def test_flops_and_bytes_closed_forms() -> None:
     assert get_op("param").flops((), (w,), {}) == 0
     with pytest.raises(AssertionError):
         get_op("input").reference([], {})
+
+
+def test_pow_matches_math_for_import_exponents() -> None:
+    from graphs import get_op
+
+    x = np.array([[0.25, 1.0, 4.0]])
+    for exponent, expected in ((2.0, x * x), (3.0, x * x * x), (0.5, np.sqrt(x)),
+                               (-0.5, 1.0 / np.sqrt(x)), (-2.0, 1.0 / (x * x))):
+        (got,) = get_op("pow").reference([x], {"exponent": exponent})
+        np.testing.assert_allclose(got, expected, rtol=1e-15)
+
+
+def test_compare_gives_bool_masks_with_broadcasting() -> None:
+    from graphs import get_op
+
+    rows, cols = np.arange(3)[:, None], np.arange(3)[None, :]
+    (mask,) = get_op("compare").reference([rows, cols], {"op": "ge"})
+    assert mask.dtype == np.bool_
+    assert mask.tolist() == np.tril(np.ones((3, 3), bool)).tolist()

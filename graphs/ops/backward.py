@@ -11,9 +11,10 @@ signature, so the planner shards the backward pass exactly like the forward one.
 * ``pad(x) {dim, before, after}``: zeros around ``x`` along ``dim`` (the VJP of ``slice``);
   that dim BLOCKED with distinct factors, as ``slice``'s.
 * ``broadcast_to(x) {shape, dims}``: repeat ``x`` along output ``dims`` (the VJP of
-  ``sum``/``mean``). ``x`` either lacks those dims (rank len(shape) − len(dims)) or has size 1
-  there; the repeated dims are output-only PARALLEL factors, so sharding them leaves ``x``
-  replicated. Like ``reshape`` it runs on local shards with the local output shape.
+  ``sum``/``mean``, and imported ``broadcast_in_dim``; its own VJP is a ``sum``). ``x``
+  either lacks those dims (rank len(shape) − len(dims)) or has size 1 there; the repeated
+  dims are output-only PARALLEL factors, so sharding them leaves ``x`` replicated.
+  Like ``reshape`` it runs on local shards with the local output shape.
 * ``max_bwd(x, y, dy) {dims, keepdim}``: ``dy`` routed to the maxima, split evenly among ties
   (``torch.amax``'s rule); reduced dims BLOCKED (ties are counted over the whole row).
 * ``softmax_bwd(y, dy) {dim}`` = y·(dy − Σ dy·y), ``log_softmax_bwd(y, dy) {dim}`` =
@@ -23,6 +24,7 @@ signature, so the planner shards the backward pass exactly like the forward one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -166,10 +168,20 @@ def _local_broadcast(attrs: Attrs, local_ins: Specs, local_outs: Specs) -> Attrs
     return {**attrs, "shape": list(local_outs[0].shape)}
 
 
+def broadcast_vjp(grads: Any, op: Any, dys: tuple, needed: frozenset[int]) -> tuple:
+    """The gradient of a repeat is the sum over the repeated dims (kept as size 1 when the
+    input had them): imported forward programs broadcast explicitly (``broadcast_in_dim``)."""
+    attrs = grads.attrs(op)
+    _shape, dims, keep = _broadcast_dims((grads.spec(op.inputs[0]),), attrs)
+    if not dims:
+        return (dys[0],)
+    return (grads.emit("sum", [dys[0]], dims=list(dims), keepdim=keep),)
+
+
 register_op(OpDef(kind="broadcast_to", infer=_infer_broadcast, signature=_signature_broadcast,
                   reference=_broadcast, flops=numel_flops(0), partial_inputs=(frozenset({0}),),
                   num_inputs=1, required_attrs={"shape": list, "dims": list},
-                  local_attrs=_local_broadcast,
+                  local_attrs=_local_broadcast, vjp=broadcast_vjp,
                   doc="Repeat along attr dims up to attr shape (the VJP of sum/mean)."))
 
 
