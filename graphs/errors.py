@@ -40,3 +40,18 @@ class SchemaError(GraphError):
         self.path, self.file = path, file
         where = f"{file}: " if file else ""
         super().__init__(f"{where}{path}: {message}")
+
+
+class UnmappedOpsError(GraphError):
+    """An importer met framework ops it cannot map onto registered kinds (strict mode);
+    ``counts`` maps each unmapped op name (e.g. a JAX primitive) to how often it occurs."""
+
+    def __init__(self, framework: str, counts: dict[str, int]):
+        self.framework, self.counts = framework, dict(sorted(counts.items()))
+        listed = ", ".join(f"{name} ×{count}" for name, count in self.counts.items())
+        super().__init__(f"{framework} import: no mapping for {listed}; drop strict to keep "
+                         "them as opaque (all-replicate) ops")
+
+
+class UnmappedOpsWarning(UserWarning):
+    """Issued by a non-strict import that kept some ops as ``opaque``; the message lists them."""
