@@ -81,8 +81,10 @@ def walk(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], context: Contex
         if body is None:
             outputs = apply(eqn, inputs, inner_context)
         else:
-            if eqn.primitive.name in NAMED_CALLS and eqn.params.get("name"):
-                inner_context = Context((*inner_context.scopes, str(eqn.params["name"])),
+            call_name = str(eqn.params.get("name", ""))
+            if eqn.primitive.name in NAMED_CALLS and call_name.isidentifier() \
+                    and not call_name.startswith("_"):   # not jnp.einsum's "ab,bc->ac"
+                inner_context = Context((*inner_context.scopes, call_name),
                                         inner_context.backward, inner_context.path)
             outputs = walk(body[0], body[1], inputs, inner_context, apply, literal)
         env.update(zip(eqn.outvars, outputs, strict=True))
