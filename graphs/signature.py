@@ -134,6 +134,8 @@ def bind_signature(
     the others (pass the rest in ``sizes``). Raises ShapeError when the shapes disagree.
     """
     in_ops, out_ops = parse_signature(text)
+    if not in_ops and len(input_shapes) == 1 and not len(input_shapes[0]):
+        in_ops = ((),)   # " -> " of a unary op on a scalar: one rank-0 input, not none
     _check_ranks(text, in_ops, input_shapes, "input")
     _check_ranks(text, out_ops, output_shapes, "output")
     known = dict(sizes or {})

@@ -49,6 +49,8 @@ CASES = [
       for kind in ("neg", "exp", "log", "tanh", "gelu", "silu", "relu", "sigmoid")],
     Case("cast", lambda z: [((z["a"], z["b"]), F)], lambda z: {"dtype": "f32"}),
     Case("scale", lambda z: [((z["a"], z["b"]), F)], lambda z: {"factor": 0.5}),
+    Case("pow", lambda z: [((z["a"], z["b"]), F)], lambda z: {"exponent": -0.5}, positive=True),
+    Case("compare", lambda z: [((z["a"], z["b"]), F), ((z["b"],), F)], lambda z: {"op": "ge"}),
     Case("where", lambda z: [((z["a"], z["b"]), B), ((z["b"],), F), ((z["a"], z["b"]), F)]),
     Case("sum", lambda z: [((z["a"], z["b"], z["c"]), F)], lambda z: {"dims": [0, 2]}),
     Case("mean", lambda z: [((z["a"], z["b"], z["c"]), F)],
@@ -208,5 +210,6 @@ def test_reference_agrees_with_signature_on_local_shards(case: Case, sizes: Z,
 def test_every_kind_has_a_shard_case() -> None:
     from graphs import op_kinds
 
-    covered = {case.kind for case in CASES} | {"input", "param", "state"}
+    # opaque has no reference to run on shards; its all-replicate rule: test_graphs_opaque.py
+    covered = {case.kind for case in CASES} | {"input", "param", "state", "opaque"}
     assert covered == set(op_kinds())

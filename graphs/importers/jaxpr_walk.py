@@ -14,6 +14,7 @@ jax is never imported here: the caller hands in jaxpr objects.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ INLINE_BODY = {
 NAMED_CALLS = ("pjit", "jit")   # their ``name`` param (the Python function) becomes a scope
 
 Site = tuple[int, ...]
+_SCOPE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +56,7 @@ def eqn_context(outer: Context, eqn: Any, index: int) -> Context:
     scopes, backward = list(outer.scopes), outer.backward
     for item in getattr(eqn.source_info.name_stack, "stack", ()):
         kind = type(item).__name__
-        if kind == "Scope":
+        if kind == "Scope" and _SCOPE.match(str(item.name)):  # not jnp.einsum's "ab,bc->ac"
             scopes.append(str(item.name))
         elif kind == "Transform" and str(item.name) == "transpose":
             backward = True
