@@ -93,6 +93,16 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=1, sort_keys=True))
 
 
+# TEMPORARY (importer-jax branch only; the lead replaces it with the shared `import` group):
+@main.group("import")
+def import_group() -> None:
+    """Import a model from a framework program as a graph JSON."""
+
+
+from autoshard.cli_import_jax import jax_command  # noqa: E402
+
+import_group.add_command(jax_command)
+
 # Commands defined in their own modules (autoshard/cli_<name>.py).
 for _command in (export_command, sweep_command, verify_command):
     main.add_command(_command)
