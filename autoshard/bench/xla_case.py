@@ -142,7 +142,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     compiled = jitted.lower(*flat).compile()
     compile_s = time.perf_counter() - start
-    dumps = sorted(glob.glob(os.path.join(case["dump_dir"], "*after_spmd-partitioning*")))
+    pattern = os.path.join(case["dump_dir"], "*jit_sharded*after_spmd-partitioning*")
+    dumps = sorted(glob.glob(pattern))
     if not dumps:
         raise AssertionError(f"no after_spmd-partitioning dump in {case['dump_dir']}")
     with open(dumps[-1]) as handle:

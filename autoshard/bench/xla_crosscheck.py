@@ -59,7 +59,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="xla-crosscheck-") as dump_dir:
         env = {**os.environ, "JAX_PLATFORMS": "cpu",
                "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 "
-                            f"--xla_dump_to={dump_dir} --xla_dump_hlo_pass_re=spmd-partitioning"}
+                            f"--xla_dump_to={dump_dir} --xla_dump_hlo_pass_re=spmd-partitioning "
+                            f"--xla_dump_hlo_module_re=jit_sharded"}
         payload = json.dumps({**case, "dump_dir": dump_dir})
         result = subprocess.run([sys.executable, "-m", "autoshard.bench.xla_case"],
                                 input=payload, capture_output=True, text=True, env=env,
