@@ -46,13 +46,28 @@ def _model(case: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
     return fn, args
 
 
-def predicted(plan: Any) -> Counter[tuple[str, str]]:
-    """(kind, axes) → count of the communicating collectives the plan emits."""
+def predicted(plan: Any, *, unique: bool = False, as_cpu: bool = False
+              ) -> Counter[tuple[str, str]]:
+    """(kind, axes) → count of the communicating collectives the plan emits.
+
+    ``unique``: a reshard of one tensor between the same two layouts counts once however many
+    consumers need it (XLA emits it once and shares it). ``as_cpu``: a reduce-scatter counts
+    as the all-reduce (+ local slice) that XLA's CPU SPMD partitioner writes for it.
+    """
     counts: Counter[tuple[str, str]] = Counter()
-    records = [c for r in plan.reshards for c in r.collectives]
+    seen: set[tuple[Any, ...]] = set()
+    records = []
+    for reshard in plan.reshards:
+        key = (reshard.tensor, reshard.src, reshard.dst)
+        if unique and key in seen:
+            continue
+        seen.add(key)
+        records.extend(reshard.collectives)
     records += [c for op in plan.ops.values() for c in op.intra_op]
     for record in records:
         kind = record.kind.replace("_", "-")
+        if as_cpu and kind == "reduce-scatter":
+            kind = "all-reduce"
         if kind in KINDS:
             counts[(kind, ",".join(record.axes))] += 1
     return counts
@@ -157,7 +172,9 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     ours = predicted(plan)
     sharded_params = sum(1 for t in plan.tensors.values()
                          if t.role == "param" and any(p != "R" for p in t.placements))
+    cpu = predicted(plan, unique=True, as_cpu=True)
     return {"predicted": [[k, a, n] for (k, a), n in sorted(ours.items())],
+            "predicted_cpu": [[k, a, n] for (k, a), n in sorted(cpu.items())],
             "xla": [[k, a, n] for (k, a), n in sorted(post.items())],
             "xla_final": [[k, a, n] for (k, a), n in sorted(final.items())],
             "max_rel_err": max(errors), "plan_s": plan_s, "compile_s": compile_s,

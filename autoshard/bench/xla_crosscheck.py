@@ -6,8 +6,10 @@ devices (:mod:`autoshard.bench.xla_case`) imports the plain-JAX model, plans it 
 budget squeezed below the unconstrained plan's peak (so weights get sharded, not just data),
 applies the plan's PartitionSpecs to arguments, outputs and planned activations, compiles, and
 reads the HLO after ``spmd-partitioning``. ``results/xla_crosscheck.csv`` has one row per case ×
-collective kind × mesh axes: predicted count, XLA count (after partitioning, and in the final
-compiled module), whether they match, and the sharded-vs-one-device max relative error.
+collective kind × mesh axes: predicted count (``predicted``: every collective of every planned
+reshard; ``predicted_cpu``: each tensor's reshard between two layouts once, reduce-scatter as
+the all-reduce XLA's CPU partitioner writes), XLA's count (after partitioning, and in the
+final compiled module), whether they match, and the sharded-vs-one-device max relative error.
 Differences are explained in results/README.md.
 """
 
@@ -74,8 +76,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
 def rows_of(case: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per collective kind × axes seen by either side (one "none" row if neither)."""
     tables = {key: {(k, a): n for k, a, n in answer[key]}
-              for key in ("predicted", "xla", "xla_final")}
-    keys = sorted(set(tables["predicted"]) | set(tables["xla"]) | set(tables["xla_final"]))
+              for key in ("predicted", "predicted_cpu", "xla", "xla_final")}
+    keys = sorted(set().union(*tables.values()))
     common = {"case": case["name"], "model": case["model"], "layers": case["layers"],
               "mesh": case["mesh"], "mode": case["mode"], "hidden": case["hidden"],
               "memory_limit_bytes": answer["memory_limit"],
@@ -86,9 +88,11 @@ def rows_of(case: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]
     for kind, axes in keys or [("none", "")]:
         ours = tables["predicted"].get((kind, axes), 0)
         xla = tables["xla"].get((kind, axes), 0)
+        cpu = tables["predicted_cpu"].get((kind, axes), 0)
         rows.append({**common, "collective": kind, "axes": axes, "predicted": ours,
-                     "xla": xla, "xla_final": tables["xla_final"].get((kind, axes), 0),
-                     "match": ours == xla})
+                     "predicted_cpu": cpu, "xla": xla,
+                     "xla_final": tables["xla_final"].get((kind, axes), 0),
+                     "match": ours == xla, "match_cpu": cpu == xla})
     return rows
 
 
