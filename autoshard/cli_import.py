@@ -1,6 +1,7 @@
 """``autoshard import FRAMEWORK …``: turn a user's model into a graph JSON the planner reads.
 
-The group is framework-neutral; each framework is one subcommand (``torch`` here). Every
+The group is framework-neutral; each framework is one subcommand (``torch`` here, ``jax`` in
+:mod:`autoshard.cli_import_jax`). Every
 subcommand loads ``MODULE:FACTORY`` the same way (:func:`load_factory`), writes
 ``autoshard.graph/v1`` JSON with :func:`graphs.save` (never over an existing file without
 ``--force``) and prints one summary line: ops, parameters, unmapped ops. Unmapped ops are
@@ -126,3 +127,12 @@ def torch_command(factory: str, out: Path, strict: bool, force: bool, name: str 
             click.echo(f"autoshard: warning: {warning.message}", err=True)
     write_graph(graph, out, force)
     click.echo(summary_line(graph, out))
+
+
+def _add_framework_commands() -> None:
+    from autoshard.cli_import_jax import jax_command
+
+    import_group.add_command(jax_command)
+
+
+_add_framework_commands()

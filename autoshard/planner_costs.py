@@ -137,6 +137,9 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
     terms = NodeTerms(cost=compute + comm + fixup, compute=compute, comm=comm, fixup=fixup,
                       memory=memory, working=working, flops=flops, in_bytes=in_bytes,
                       out_bytes=out_bytes)
+    for array in (terms.cost, terms.compute, terms.comm, terms.fixup, terms.memory,
+                  terms.working, terms.flops, *in_bytes, *out_bytes):
+        array.setflags(write=False)  # shared by every op of this structure, never copied
     _NODE_CACHE[key] = terms
     return terms
 
@@ -260,6 +263,7 @@ def edge_matrices(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy
                 dsts = tuple(s.inputs[i] for s in strategies[v])
                 matrix = reshard_cost_matrix(srcs, dsts, tensor.shape, tensor.dtype.itemsize,
                                              links, hbm_bw)
+                matrix.setflags(write=False)  # shared by every edge of this structure
                 cache[key] = matrix
             edges.append((u, v, matrix, (name, j, i)))
     del index
@@ -289,6 +293,7 @@ def next_step_edges(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strate
             dsts = tuple(s.outputs[0] for s in strategies[v])
             matrix = reshard_cost_matrix(srcs, dsts, tensor.shape, tensor.dtype.itemsize,
                                          links, hbm_bw)
+            matrix.setflags(write=False)
             edges.append((u, v, matrix, (tensor.name, j, -1)))
     return edges
 

@@ -107,12 +107,23 @@ class ChoiceProblem:
 
     def _edges(self, sizes: list[int]) -> tuple[Edge, ...]:
         out = []
+        checked: dict[int, np.ndarray] = {}  # planners share one matrix among many edges
         for e, edge in enumerate(self.edges):
             if len(edge) != 3:
                 raise InvalidProblemError(f"edge {e} must be (u, v, matrix)", edge=e)
             u = _check_node(edge[0], len(sizes), f"edge {e}")
             v = _check_node(edge[1], len(sizes), f"edge {e}")
-            matrix = np.array(edge[2], dtype=np.float64)
+            seen = checked.get(id(edge[2]))
+            if seen is not None and seen.shape == (sizes[u], sizes[v]):
+                out.append((u, v, seen))
+                continue
+            given = edge[2]
+            if (isinstance(given, np.ndarray) and given.dtype == np.float64
+                    and not given.flags.writeable):
+                matrix = given  # immutable already: shared, not copied (405b: 8 GB of copies)
+            else:
+                matrix = np.array(given, dtype=np.float64)
+            checked[id(edge[2])] = matrix
             if matrix.shape != (sizes[u], sizes[v]):
                 msg = (f"edge {e} ({u}->{v}) has a matrix of shape {matrix.shape}, expected "
                        f"({sizes[u]}, {sizes[v]}) from the option counts of nodes {u} and {v}")

@@ -104,7 +104,7 @@ _IDS = [f"{c.kind}-{c.id or i}" for i, c in enumerate(CASES)]
 # Kinds with no VJP on purpose: sources, optimizer steps, and the backward-only kinds
 # (no higher-order derivatives).
 NO_VJP = {
-    *SOURCE_KINDS, "sgd_step", "adamw_step", "attention_bwd",
+    *SOURCE_KINDS, "sgd_step", "adamw_step", "attention_bwd", "compare",
     "cross_entropy_bwd", "embedding_bwd", "gelu_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd",
     "tanh_bwd", "layer_norm_bwd_x", "layer_norm_bwd_w", "rms_norm_bwd_x", "rms_norm_bwd_w",
     "log_softmax_bwd", "softmax_bwd", "max_bwd", "pad", "opaque",

@@ -224,3 +224,12 @@ def test_shift_adds_and_keeps_integer_dtype() -> None:
     ids = np.array([3, 4], dtype=np.int64)
     got = run("shift", [ids], offset=-1.0)[0]
     assert got.dtype == np.int64 and got.tolist() == [2, 3]
+
+
+def test_compare_gives_bool_masks_with_broadcasting() -> None:
+    from graphs import get_op
+
+    rows, cols = np.arange(3)[:, None], np.arange(3)[None, :]
+    (mask,) = get_op("compare").reference([rows, cols], {"op": "ge"})
+    assert mask.dtype == np.bool_
+    assert mask.tolist() == np.tril(np.ones((3, 3), bool)).tolist()

@@ -51,6 +51,7 @@ CASES = [
     Case("scale", lambda z: [((z["a"], z["b"]), F)], lambda z: {"factor": 0.5}),
     Case("pow", lambda z: [((z["a"], z["b"]), F)], lambda z: {"exponent": -0.5}, positive=True),
     Case("shift", lambda z: [((z["a"], z["b"]), F)], lambda z: {"offset": 1e-6}),
+    Case("compare", lambda z: [((z["a"], z["b"]), F), ((z["b"],), F)], lambda z: {"op": "ge"}),
     Case("where", lambda z: [((z["a"], z["b"]), B), ((z["b"],), F), ((z["a"], z["b"]), F)]),
     Case("sum", lambda z: [((z["a"], z["b"], z["c"]), F)], lambda z: {"dims": [0, 2]}),
     Case("mean", lambda z: [((z["a"], z["b"], z["c"]), F)],

@@ -18,6 +18,7 @@ BENCHMARKS = {
     "scale": "autoshard.bench.scale",
     "solver": "autoshard.bench.solver",
     "sweep": "autoshard.bench.sweep",
+    "xla-crosscheck": "autoshard.bench.xla_crosscheck",
 }
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FrameworkMissingError", "ImporterError", "TraceError", "UnmappedOpsError",
-    "UnmappedOpsWarning", "from_torch", "unmapped_ops",
+    "UnmappedOpsWarning", "from_jax", "from_torch", "unmapped_ops",
 ]
 
 
@@ -32,3 +32,11 @@ def from_torch(module: Any, example_inputs: Any, *, name: str | None = None,
     from graphs.importers.torch_export import from_torch as _from_torch
 
     return _from_torch(module, example_inputs, name=name, strict=strict)
+
+
+def from_jax(fn: Any, *example_args: Any, name: str | None = None, strict: bool = False,
+             param_argnums: tuple[int, ...] = (0,)) -> OpGraph:
+    """The OpGraph of a JAX function; see :func:`graphs.importers.jax_jaxpr.from_jax`."""
+    from graphs.importers.jax_jaxpr import from_jax as _from_jax
+
+    return _from_jax(fn, *example_args, name=name, strict=strict, param_argnums=param_argnums)

@@ -4,6 +4,7 @@ from graphs.ops import (  # noqa: F401 - imported for their registrations
     attention,
     attention_bwd,
     backward,
+    compare,
     einsum,
     elementwise,
     embedding,
