@@ -111,7 +111,7 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
     clock.lap("compact")
     try:
         if reductions:
-            reduce_work(work)
+            reduce_work(work, deadline=clock.deadline)
             clock.lap("reduce")
         ix = index_work(work)
         x, bound, timed_out, used = _search(ix, backend, gap, clock)

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import functools
+import time
 
 import numpy as np
 
@@ -73,13 +74,15 @@ def prune_memory(work: Work) -> bool:
     return changed
 
 
-def prune_dominated(work: Work) -> bool:
-    """Drop dominated options at every node, to a fixpoint."""
+def prune_dominated(work: Work, deadline: float | None = None) -> bool:
+    """Drop dominated options at every node, to a fixpoint (or until ``deadline``)."""
     pending = work.nodes()
     any_change = False
     while pending:
         touched: set[int] = set()
         for node in pending:
+            if deadline is not None and time.perf_counter() > deadline:
+                return any_change
             if work.costs[node].size < 2 or node in work.frozen:
                 continue
             drop = _dominated(_features(work, node, []))
@@ -178,11 +181,15 @@ def eliminate_series_nodes(work: Work) -> bool:
     return changed
 
 
-def reduce_work(work: Work, max_rounds: int = 4) -> None:
-    """Apply every exact reduction until nothing changes (or ``max_rounds`` passes)."""
+def reduce_work(work: Work, max_rounds: int = 4, deadline: float | None = None) -> None:
+    """Apply every exact reduction until nothing changes (or ``max_rounds`` passes, or the
+    ``deadline`` of ``time.perf_counter()`` passes: each reduction is optional, so stopping
+    early leaves a larger problem, never a wrong one)."""
     for _ in range(max_rounds):
+        if deadline is not None and time.perf_counter() > deadline:
+            return
         changed = prune_memory(work)
-        changed |= prune_dominated(work)
+        changed |= prune_dominated(work, deadline)
         changed |= merge_leaves(work)
         if SERIES_ELIMINATION:
             changed |= eliminate_series_nodes(work)
