@@ -4,7 +4,9 @@
 vectors, per-edge cost matrices and memory (a sum row or per-step liveness terms); :func:`solve`
 returns a :class:`Solution` that is a certificate (status, objective, proven bound, gap).
 Backends: the tree-decomposition DP with Lagrangian memory, HiGHS and CP-SAT (OR-Tools) on the
-aggregated local-polytope MIP, and exhaustive search for tiny problems.
+aggregated local-polytope MIP, and exhaustive search for tiny problems. A chain of identical
+blocks (``ChoiceProblem.blocks``) is solved at the size of a few blocks by a periodic LP whose
+bound holds for the whole problem (:mod:`solver.periodic`).
 """
 
 from solver.api import BACKENDS, solve

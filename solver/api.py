@@ -1,5 +1,10 @@
 """``solve``: reductions, then the tree DP, then an ILP only when the DP cannot prove the answer.
 
+A problem whose ``blocks`` are verified to be a chain of identical blocks (a model's layers)
+takes another road first: the periodic LP of :mod:`solver.periodic`, the size of a few blocks,
+whose bound is a bound of the whole problem; memory-constrained chains are searched with the
+interior blocks tied and keep the bound the caller proved (``known_bound``).
+
 The pipeline follows the measured recommendation in ilp-backends.md: exact reductions, then
 DP + Lagrange (plan and certified bound in about linear time); stop if the gap is closed;
 otherwise HiGHS (or CP-SAT) on the aggregated marginal MIP, hinted with the DP plan, under the
