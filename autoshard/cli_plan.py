@@ -75,9 +75,14 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
         gap = result.objective.gap
         where = (f"at a gap of {gap:.4%}" if math.isfinite(gap)
                  else "before proving any lower bound")
-        click.echo(f"autoshard: warning: the solver stopped {where} "
-                   f"({result.objective.status}); the plan is the best found, not proven "
-                   "optimal; raise --time-limit to close the gap", err=True)
+        restricted = [n for n in result.notes if n.startswith("search restricted:")]
+        if restricted and result.objective.status != "time_limit":
+            click.echo(f"autoshard: warning: {restricted[0]}; the plan is within "
+                       f"{gap:.4%} of the best possible, not proven optimal", err=True)
+        else:
+            click.echo(f"autoshard: warning: the solver stopped {where} "
+                       f"({result.objective.status}); the plan is the best found, not proven "
+                       "optimal; raise --time-limit to close the gap", err=True)
     if not quiet:
         click.echo(_json_summary(result, written) if as_json else summary_text(result, written))
         sys.stdout.flush()

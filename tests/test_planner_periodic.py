@@ -51,3 +51,24 @@ def test_blocks_need_every_layer_to_match():
     assert repeated_blocks(names[:-1], keys[:-1]) is None  # layer 3 lacks b
     assert repeated_blocks(names, ["x"] * 7 + ["y"]) is None  # b differs in layer 3
     assert repeated_blocks(names[:3] + names[4:7], keys[:6]) is None  # only 3 layers
+
+
+def test_a_restricted_plan_says_so_and_states_the_gap(tmp_path):
+    """llama3-8b-shaped, 4 layers on dp=2,tp=4: the chain LP does not close with one
+    distinct end block (there are too few layers for two), so the plan is the tied search with
+    the gap to a bound of the whole problem, and every output says so."""
+    import json
+
+    from click.testing import CliRunner
+
+    from autoshard.cli import main
+
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--layers", "4",
+                                       "--mesh", "dp=2,tp=4", "--training", "--out",
+                                       str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "search restricted: identical interior layers" in result.output
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert 0 < plan["objective"]["gap"] <= 0.005
+    assert not plan["objective"]["optimal"]
+    assert any(note.startswith("search restricted:") for note in plan["notes"])
