@@ -7,6 +7,7 @@ from graphs import zoo
 from graphs.errors import (
     AttrError,
     GraphError,
+    NotExecutableError,
     SchemaError,
     ShapeError,
     StructureError,
@@ -19,8 +20,8 @@ from graphs.ops.registry import OpDef, TensorSpec, get_op, local_attrs, op_kinds
 from graphs.signature import DimSignature, FactorKind, bind_signature, parse_signature
 
 __all__ = [
-    "AttrError", "DType", "DimSignature", "FactorKind", "GraphError", "Op", "OpDef", "OpGraph",
-    "SchemaError", "ShapeError", "StructureError", "Tensor", "TensorRole", "TensorSpec",
-    "UnknownOpError", "bind_signature", "dump", "dumps", "get_op", "load", "loads", "local_attrs",
+    "AttrError", "DType", "DimSignature", "FactorKind", "GraphError", "NotExecutableError", "Op",
+    "OpDef", "OpGraph", "SchemaError", "ShapeError", "StructureError", "Tensor", "TensorRole",
+    "TensorSpec", "UnknownOpError", "bind_signature", "dump", "dumps", "get_op", "load", "loads", "local_attrs",
     "op_kinds", "parse_signature", "register_op", "zoo",
 ]

@@ -40,3 +40,14 @@ class SchemaError(GraphError):
         self.path, self.file = path, file
         where = f"{file}: " if file else ""
         super().__init__(f"{where}{path}: {message}")
+
+
+class NotExecutableError(GraphError):
+    """An op whose computation is unknown (an ``opaque`` op the importer could not map) was
+    asked to run: such a graph can be planned and exported, not evaluated or emulated."""
+
+    def __init__(self, target: str):
+        self.target = target
+        super().__init__(f'op "{target}" was imported as opaque (its computation is unknown), '
+                         "so the graph cannot be evaluated or emulated; map the op or replace "
+                         "it in the model to verify the plan")

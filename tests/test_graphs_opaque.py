@@ -53,7 +53,28 @@ def test_bad_out_shapes_name_the_op():
 
 
 def test_opaque_has_no_reference():
+    from graphs import NotExecutableError
     from graphs.ops.registry import get_op
 
-    with pytest.raises(NotImplementedError, match="no reference"):
+    with pytest.raises(NotExecutableError, match=r"aten\.cumsum\.default"):
         get_op("opaque").reference([], {"target": "aten.cumsum.default"})
+
+
+def test_verify_refuses_an_opaque_graph_in_one_line(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from autoshard.cli import main
+
+    graph_file = tmp_path / "g.json"
+    graph_file.write_text(json.dumps(_graph()))
+    runner = CliRunner()
+    planned = runner.invoke(main, ["plan", "--model", str(graph_file), "--mesh", "dp=2,tp=4",
+                                   "--out", str(tmp_path / "p")])
+    assert planned.exit_code == 0, planned.output
+    result = runner.invoke(main, ["verify", str(tmp_path / "p" / "plan.json"), "--model",
+                                  str(graph_file)])
+    assert result.exit_code != 0
+    assert "aten.cumsum.default" in result.output and "opaque" in result.output
+    assert "Traceback" not in result.output and result.output.strip().count("\n") == 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from graphs.errors import AttrError
+from graphs.errors import AttrError, NotExecutableError
 from graphs.ir import DType
 from graphs.ops._common import signature_text
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
@@ -63,8 +63,8 @@ def _flops(ins: Specs, outs: Specs, attrs: Attrs) -> float:
 
 
 def _no_reference(arrays: Sequence, attrs: Attrs) -> tuple:
-    raise NotImplementedError(f'opaque op "{attrs.get("target")}" has no reference '
-                              "implementation: the importer did not know what it computes")
+    """Running an op nobody described would be a guess: refuse, naming it."""
+    raise NotExecutableError(str(attrs.get("target")))
 
 
 register_op(OpDef(kind="opaque", infer=_infer, signature=_signature, reference=_no_reference,
