@@ -22,6 +22,6 @@ from graphs.signature import DimSignature, FactorKind, bind_signature, parse_sig
 __all__ = [
     "AttrError", "DType", "DimSignature", "FactorKind", "GraphError", "NotExecutableError", "Op",
     "OpDef", "OpGraph", "SchemaError", "ShapeError", "StructureError", "Tensor", "TensorRole",
-    "TensorSpec", "UnknownOpError", "bind_signature", "dump", "dumps", "get_op", "load", "loads", "local_attrs",
-    "op_kinds", "parse_signature", "register_op", "zoo",
+    "TensorSpec", "UnknownOpError", "bind_signature", "dump", "dumps", "get_op", "load", "loads",
+    "local_attrs", "op_kinds", "parse_signature", "register_op", "zoo",
 ]
