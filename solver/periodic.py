@@ -240,7 +240,7 @@ def periodic_lp(agg: Aggregated) -> PeriodicLP:
     work = build_work(agg.problem, agg.frozen)
     reduce_work(work)
     ix = index_work(work)
-    form = build(ix)
+    form = build(ix, flow=True)
     column: dict[tuple[int, int], int] = {}
     pos = {node: i for i, node in enumerate(ix.ids)}
     for node in agg.frozen:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver.backends.flow_arcs import FlowArcs, flow_arcs
 from solver.compact import Indexed
 
 
@@ -63,6 +64,7 @@ class _Builder:
         self.next_row = 0
         self.constant = 0.0
         self.edge_maps: list = []
+        self.networks: dict = {}
 
     def add_rows(self, rows, cols, coefs, lo, hi) -> None:
         self.rows.append(np.asarray(rows, dtype=np.int64) + self.next_row)
@@ -77,13 +79,17 @@ class _Builder:
         self.add_rows(np.repeat(np.arange(n), self.sizes), np.arange(self.num),
                       np.ones(self.num), np.ones(n), np.ones(n))
 
-    def edge(self, u: int, v: int, matrix: np.ndarray) -> None:
+    def edge(self, u: int, v: int, matrix: np.ndarray, flow: bool) -> None:
         rows_u, inv_r = np.unique(matrix, axis=0, return_inverse=True)
         agg, inv_c = np.unique(rows_u, axis=1, return_inverse=True)
         inv_r, inv_c = inv_r.ravel(), inv_c.ravel()
         finite = np.isfinite(agg)
         if finite.all() and np.all(agg == agg.flat[0]):
             self.constant += float(agg.flat[0])
+            return
+        arcs = self.arcs_for(agg) if flow else None
+        if arcs is not None:
+            self.flow_edge(u, v, agg.shape, inv_r, inv_c, arcs)
             return
         r_idx, c_idx = np.nonzero(finite)
         ids = self.num + np.arange(r_idx.size)
@@ -103,6 +109,29 @@ class _Builder:
                       np.concatenate([np.ones(ids.size), -np.ones(inv_c.size)]),
                       np.zeros(nc), np.zeros(nc))
 
+    def arcs_for(self, agg: np.ndarray) -> FlowArcs | None:
+        """Networks are cached by matrix bytes: a model's layers repeat the same few."""
+        key = (agg.shape, agg.tobytes())
+        if key not in self.networks:
+            self.networks[key] = flow_arcs(agg)
+        return self.networks[key]
+
+    def flow_edge(self, u: int, v: int, shape: tuple[int, int], inv_r: np.ndarray,
+                  inv_c: np.ndarray, arcs: FlowArcs) -> None:
+        """Balance rows: out − in = Σ x_u over the row group; in − out = Σ x_v per column."""
+        nr, nc = shape
+        ids = self.num + np.arange(arcs.size)
+        self.num += arcs.size
+        self.obj.append(arcs.costs)
+        sign = np.where(np.arange(nr + nc) < nr, 1.0, -1.0)  # rows send, columns receive
+        xu = self.offsets[u] + np.arange(inv_r.size)
+        xv = self.offsets[v] + np.arange(inv_c.size)
+        self.add_rows(np.concatenate([arcs.tails, arcs.heads, inv_r, nr + inv_c]),
+                      np.concatenate([ids, ids, xu, xv]),
+                      np.concatenate([sign[arcs.tails], -sign[arcs.heads],
+                                      -np.ones(inv_r.size), -np.ones(inv_c.size)]),
+                      np.zeros(nr + nc), np.zeros(nr + nc))
+
     def memory(self, ix: Indexed) -> tuple[int, ...]:
         first = self.next_row
         for row in ix.rows:
@@ -114,12 +143,15 @@ class _Builder:
         return tuple(range(first, self.next_row))
 
 
-def build(ix: Indexed) -> Formulation:
+def build(ix: Indexed, *, flow: bool = False) -> Formulation:
+    """The model; ``flow`` writes edges as sparse flow networks (``flow_arcs``) where that is
+    smaller. Such edges have no pair variables, so ``Formulation.hint`` leaves them unset:
+    flow is for LPs, which take no hint."""
     builder = _Builder(ix)
     num_x = builder.num
     builder.one_hot()
     for u, v, matrix in ix.edges:
-        builder.edge(u, v, matrix)
+        builder.edge(u, v, matrix, flow)
     memory_rows = builder.memory(ix) if ix.limit is not None else ()
     cat = np.concatenate
     return Formulation(obj=cat(builder.obj), constant=builder.constant, num_x=num_x,

@@ -1,0 +1,104 @@
+"""Flow networks for edges: routes price every pair exactly, never less, and LPs agree.
+
+The independent checks: all-pairs shortest paths over the network (Floyd–Warshall in NumPy,
+sharing nothing with ``flow_arcs``) must reproduce the dense matrix; the LP written with flow
+networks must have the optimum of the LP written with dense pairs; and a matrix that *is* a
+shortest-path metric of a sparse graph must come back with no more arcs than that graph.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solver import ChoiceProblem
+from solver.backends.flow_arcs import flow_arcs
+from solver.backends.formulation import build
+from solver.backends.highs import solve_lp
+from solver.compact import build_work, index_work
+
+
+def shortest_paths(arcs, n: int) -> np.ndarray:
+    dist = np.full((n, n), np.inf)
+    np.fill_diagonal(dist, 0.0)
+    for t, h, c in zip(arcs.tails, arcs.heads, arcs.costs, strict=True):
+        dist[t, h] = min(dist[t, h], c)
+    for k in range(n):
+        dist = np.minimum(dist, dist[:, k:k + 1] + dist[k:k + 1, :])
+    return dist
+
+
+def random_matrix(seed: int, rows: int, cols: int, holes: float) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    matrix = rng.integers(0, 6, size=(rows, cols)).astype(float)  # integers: many exact ties
+    matrix[rng.random((rows, cols)) < holes] = np.inf
+    return matrix
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), rows=st.integers(3, 9), cols=st.integers(3, 9),
+       holes=st.sampled_from([0.0, 0.2, 0.6]))
+def test_routes_reproduce_every_pair_and_never_undercut(seed, rows, cols, holes):
+    matrix = np.unique(np.unique(random_matrix(seed, rows, cols, holes), axis=0), axis=1)
+    arcs = flow_arcs(matrix)
+    if arcs is None:
+        return  # the dense pairs were no more: nothing to check
+    nr, nc = matrix.shape
+    dist = shortest_paths(arcs, nr + nc)[:nr, nr:]
+    finite = np.isfinite(matrix)
+    assert np.array_equal(np.isfinite(dist), finite)
+    np.testing.assert_allclose(dist[finite], matrix[finite], rtol=1e-9, atol=0)
+
+
+def test_a_graph_metric_needs_no_more_arcs_than_its_graph():
+    """Rows and columns are the nodes of a sparse graph (a layout graph's shape: single
+    collective steps), the matrix its distances; the network keeps the graph's arcs at most,
+    plus one zero-cost arc per node, instead of all n² pairs."""
+    graph = nx.random_regular_graph(4, 60, seed=3).to_directed()
+    rng = np.random.default_rng(5)
+    for t, h in graph.edges:
+        graph.edges[t, h]["w"] = float(rng.uniform(1.0, 2.0))
+    lengths = dict(nx.all_pairs_dijkstra_path_length(graph, weight="w"))
+    matrix = np.array([[lengths[a][b] for b in range(60)] for a in range(60)])
+    arcs = flow_arcs(matrix)
+    assert arcs is not None
+    assert arcs.size <= graph.number_of_edges() + 60
+    dist = shortest_paths(arcs, 120)[:60, 60:]
+    np.testing.assert_allclose(dist, matrix, rtol=1e-9)
+
+
+def graph_metric(rng: np.random.Generator, options: int) -> np.ndarray:
+    """Distances over a random sparse digraph of options, like reshard costs."""
+    graph = nx.gnp_random_graph(options, 0.3, seed=int(rng.integers(1 << 30)), directed=True)
+    graph.add_edges_from((i, (i + 1) % options) for i in range(options))  # strongly connected
+    for t, h in graph.edges:
+        graph.edges[t, h]["w"] = float(rng.integers(1, 5))
+    lengths = dict(nx.all_pairs_dijkstra_path_length(graph, weight="w"))
+    return np.array([[lengths[a][b] for b in range(options)] for a in range(options)])
+
+
+def chain_of_edges(seed: int, nodes: int, options: int) -> ChoiceProblem:
+    """Edges alternate reshard-like metrics and arbitrary matrices with holes."""
+    rng = np.random.default_rng(seed)
+    costs = [rng.integers(0, 9, size=options).astype(float) for _ in range(nodes)]
+    edges = [(a, b, graph_metric(rng, options) if (a + b) % 2 else
+              random_matrix(seed + 7 * a + b, options, options, 0.1))
+             for a in range(nodes) for b in range(a + 1, nodes) if rng.random() < 0.6]
+    return ChoiceProblem(node_costs=costs, edges=edges)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_flow_lp_has_the_dense_lp_optimum(seed):
+    problem = chain_of_edges(seed, nodes=6, options=9)
+    ix = index_work(build_work(problem))
+    dense, flow = build(ix), build(ix, flow=True)
+    _, dense_bound = solve_lp(ix, dense, None)
+    _, flow_bound = solve_lp(ix, flow, None)
+    assert math.isfinite(dense_bound)
+    assert flow_bound == pytest.approx(dense_bound, rel=1e-9, abs=1e-9)
+    assert flow.num_vars < dense.num_vars  # the network did replace some pairs
