@@ -155,17 +155,18 @@ def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
                 gap: float, solver_type: str = "HIGHS") -> BackendResult:
     from ortools.math_opt import result_pb2, solution_pb2
 
-    form = build(ix)
     floor = -math.inf
-    if LP_FIRST and not form.memory_rows:
+    if LP_FIRST and (ix.limit is None or not any(ix.rows)):
         start = time.perf_counter()
-        x, floor = solve_lp(ix, form, time_limit, solver_type)
+        # the LP takes no hint, so its edges may be flow networks (solver.backends.flow_arcs)
+        x, floor = solve_lp(ix, build(ix, flow=True), time_limit, solver_type)
         if floor == math.inf:
             return BackendResult(x=None, bound=math.inf, timed_out=False, infeasible=True)
         if x is not None:
             return BackendResult(x=x, bound=floor, timed_out=False)
         if time_limit is not None:
             time_limit = max(time_limit - (time.perf_counter() - start), 0.01)
+    form = build(ix)
     params, model_params = _parameters(time_limit, gap, hint, form)
     factor = _objective_factor(form)
     result = _run(_model_proto(form, factor), solver_type, params, model_params)
