@@ -6,10 +6,11 @@ as a solution hint and returns its incumbent when the time limit stops it.
 
 LP first: the local-polytope relaxation is integral on the planner's problems in practice
 (GPT-2 training: 0 fractional x out of 19,943). The LP (dual simplex, presolve off: 5.2 s
-against 16.8 s for the MIP on that instance) is solved first; when its optimal x is 0/1, that
-x satisfies every constraint of the MIP (memory rows included) and its cost equals the LP
-optimum, a lower bound of the MIP, so it is a proven optimum and the MIP is skipped. When it
-is fractional, the MIP runs under the remaining time and keeps the LP bound as a floor.
+against 16.8 s for the MIP on that instance) is solved first; the assignment read off its x
+(largest per node) is scored on the problem, and when it meets the LP bound it is a proven
+optimum and the MIP is skipped (always so when x is 0/1; often also when a crossover-free
+barrier stops in the middle of a face of tied optima). Otherwise the MIP runs under the
+remaining time and keeps the LP bound as a floor.
 Only problems without memory rows go LP first: the planner adds rows only when the budget
 binds, and a binding knapsack row is what makes the LP fractional (ilp-backends.md: rounding
 the LP was memory-infeasible at 100 and 1,000 nodes), so there the LP would be time lost.
@@ -30,8 +31,7 @@ from solver.compact import Indexed
 logger = logging.getLogger(__name__)
 
 LP_FIRST = True  # the benchmark switches it off to measure the MIP-only baseline
-BARRIER_MIN_VARS = 200_000  # from here the barrier (with crossover) beats dual simplex
-INTEGRAL_TOL = 1e-6  # x within this of 0/1 is read as integral (HiGHS' feasibility tol 1e-7)
+BARRIER_MIN_VARS = 200_000  # from here the barrier beats dual simplex
 
 
 def _objective_factor(form: Formulation) -> float:
@@ -110,29 +110,43 @@ def _values(form: Formulation, primal) -> np.ndarray:
     return values
 
 
-def _integral_x(form: Formulation, values: np.ndarray) -> np.ndarray | None:
-    """The assignment when every x is 0 or 1 (one 1 per node), else ``None``."""
-    x = values[: form.num_x]
-    if np.any(np.minimum(np.abs(x), np.abs(1.0 - x)) > INTEGRAL_TOL):
-        return None
-    return decode(form, values)
+def dual_bound(form: Formulation, duals: np.ndarray, factor: float) -> float:
+    """A lower bound of the LP (so of the MIP) from *any* row multipliers ``duals``.
+
+    Weak duality with the variables' box [0, 1]: for every y,
+    ``min c·v ≥ Σ_rows (lo·y if y > 0 else hi·y) + Σ_j min(0, (c − Aᵀy)_j)``. It holds for
+    inexact duals too, which is why the barrier may skip its crossover: the bound is computed
+    here, not taken on trust."""
+    cost = form.obj * factor
+    reduced = cost - np.bincount(form.cols, weights=form.coefs * duals[form.rows],
+                                 minlength=cost.size)
+    with np.errstate(invalid="ignore"):
+        rows = np.where(duals > 0, form.row_lo * duals,
+                        np.where(duals < 0, form.row_hi * duals, 0.0))
+    total = float(rows.sum() + np.minimum(reduced, 0.0).sum() + form.constant * factor)
+    return total / factor if math.isfinite(total) else -math.inf
 
 
 def solve_lp(ix: Indexed, form: Formulation, time_limit: float | None,
              solver_type: str = "HIGHS") -> tuple[np.ndarray | None, float]:
-    """The LP relaxation: ``(x, bound)`` with ``x`` set only when the LP optimum is integral.
+    """The LP relaxation: ``(x, bound)``, ``x`` the assignment read off the LP optimum (its
+    own plan when integral; the caller scores it against ``bound`` either way).
 
-    ``bound`` is the proven LP optimum (``-inf`` when the LP did not finish, ``inf`` when it
-    is infeasible, in which case the MIP is infeasible too)."""
+    ``bound`` is a proven lower bound (``-inf`` when the LP did not finish, ``inf`` when it
+    is infeasible, in which case the MIP is infeasible too). Large LPs run the barrier without
+    crossover (llama3.1-405b on 8×8×8: the crossover and simplex clean-up were 12 s of 48 s);
+    the bound then comes from ``dual_bound``, valid for inexact duals."""
     from ortools.math_opt import parameters_pb2, result_pb2, solution_pb2
 
     del ix
     factor = _objective_factor(form)
     params, model_params = _parameters(time_limit, 0.0, None, form)
-    if form.num_vars >= BARRIER_MIN_VARS:
+    barrier = form.num_vars >= BARRIER_MIN_VARS
+    if barrier:
         # llama3-8b-shaped periodic LP on 4×4×4 (389 k variables): barrier 48.7 s, dual
         # simplex 117.8 s; on 2-axis meshes (49 k) dual simplex wins, 0.84 s vs 1.57 s
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_BARRIER
+        params.highs.string_options["run_crossover"] = "off"
     else:
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_DUAL_SIMPLEX
         params.presolve = parameters_pb2.EMPHASIS_OFF  # 5.2 s vs 11.4 s on GPT-2 training
@@ -145,10 +159,15 @@ def solve_lp(ix: Indexed, form: Formulation, time_limit: float | None,
         return None, -math.inf
     bound = result.termination.objective_bounds.dual_bound / factor
     for solution in result.solutions:
+        if barrier:
+            duals = np.zeros(form.row_lo.size)
+            values = solution.dual_solution.dual_values
+            duals[np.array(values.ids, dtype=np.int64)] = np.array(values.values)
+            bound = dual_bound(form, duals, factor)
         primal = solution.primal_solution
         if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
-            return _integral_x(form, _values(form, primal)), bound
-    return None, bound
+            return decode(form, _values(form, primal)), bound
+    return None, bound if not barrier else -math.inf
 
 
 def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
@@ -162,7 +181,8 @@ def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
         x, floor = solve_lp(ix, build(ix, flow=True), time_limit, solver_type)
         if floor == math.inf:
             return BackendResult(x=None, bound=math.inf, timed_out=False, infeasible=True)
-        if x is not None:
+        if x is not None and ix.fits(x) and \
+                ix.evaluate(x) - floor <= gap * max(abs(floor), 1e-300):
             return BackendResult(x=x, bound=floor, timed_out=False)
         if time_limit is not None:
             time_limit = max(time_limit - (time.perf_counter() - start), 0.01)
