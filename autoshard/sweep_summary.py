@@ -79,17 +79,25 @@ def _infeasible(table: pd.DataFrame) -> list[str]:
 
 
 def _unproven(table: pd.DataFrame) -> list[str]:
-    """A warning when the solver stopped early: those step times are upper bounds, so a
-    mesh may lose only because its plan was not found in time."""
-    stopped = table[table["feasible"] & ~table["optimal"]]
-    if stopped.empty:
-        return []
-    meshes = ", ".join(f"`{m}`" for m in stopped["mesh"].head(MAX_INFEASIBLE_LISTED))
-    count = f"{len(stopped)} point{'s' if len(stopped) != 1 else ''}"
-    return [f"**{count} stopped at the time limit before proving their plan "
-            f"optimal** ({meshes}): their step times are upper bounds; rerun with a larger "
-            "--time-limit (and --force) to settle them.",
-            ""]
+    """Warnings for plans not proven optimal: their step times are upper bounds, so a mesh may
+    lose only because its plan was not found in time (status ``time_limit``) or because the
+    solver restricted its search to repeat the layers (status ``feasible``, gap stated)."""
+    unproven = table[table["feasible"] & ~table["optimal"]]
+    lines: list[str] = []
+    for status, what, advice in (
+            ("time_limit", "stopped at the time limit before proving the plan optimal",
+             "rerun with a larger --time-limit (and --force) to settle them"),
+            ("feasible", "planned with the search restricted to repeating the layers, "
+             "within the `gap` column of a proven bound of the whole problem",
+             "each plan's notes say what was restricted")):
+        rows = unproven[unproven["status"] == status]
+        if rows.empty:
+            continue
+        meshes = ", ".join(f"`{m}`" for m in rows["mesh"].head(MAX_INFEASIBLE_LISTED))
+        count = f"{len(rows)} point{'s' if len(rows) != 1 else ''}"
+        lines += [f"**{count} {what}** ({meshes}): step times are upper bounds; {advice}.",
+                  ""]
+    return lines
 
 
 def summary_markdown(table: pd.DataFrame, *, command: str, machine: str,

@@ -67,10 +67,13 @@ def test_summary_lists_best_meshes_command_and_infeasible_points() -> None:
     assert "`m_dp=4,tp=2` | MemoryTooSmallError: too big" in text
     assert "![step_time.png](step_time.png)" in text
     assert "stopped at the time limit" not in text
-    unproven = [dict(ROWS[0], optimal="False", gap="0.5"), *ROWS[1:]]
+    unproven = [dict(ROWS[0], optimal="False", gap="0.5", status="time_limit"),
+                dict(ROWS[1], optimal="False", gap="0.001", status="feasible"), *ROWS[2:]]
     text = summary_markdown(frame(unproven), command="c", machine="m", plots=[])
-    assert "**1 point stopped at the time limit before proving their plan optimal** " \
+    assert "**1 point stopped at the time limit before proving the plan optimal** " \
            "(`dp=4`)" in text
+    assert "**1 point planned with the search restricted to repeating the layers" in text
+    assert "(`dp=2,tp=2`)" in text
 
 
 def test_plots_are_byte_stable(tmp_path: Path) -> None:
