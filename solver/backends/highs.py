@@ -157,7 +157,8 @@ def solve_lp(ix: Indexed, form: Formulation, time_limit: float | None,
         return None, math.inf
     if reason != result_pb2.TERMINATION_REASON_OPTIMAL:
         return None, -math.inf
-    bound = result.termination.objective_bounds.dual_bound / factor
+    # without crossover HiGHS' own bound is not trusted; only ``dual_bound`` replaces it
+    bound = -math.inf if barrier else result.termination.objective_bounds.dual_bound / factor
     for solution in result.solutions:
         if barrier:
             duals = np.zeros(form.row_lo.size)
@@ -167,7 +168,7 @@ def solve_lp(ix: Indexed, form: Formulation, time_limit: float | None,
         primal = solution.primal_solution
         if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
             return decode(form, _values(form, primal)), bound
-    return None, bound if not barrier else -math.inf
+    return None, bound
 
 
 def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
