@@ -164,11 +164,14 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         bound = max(bound, lp_bound)
         if x is not None:
             choices = expand(chain, agg, lp.lift(x), problem.num_nodes)
-            if not _closed(problem.evaluate(choices), bound, gap):
-                choices = _polish(problem, chain, ends, choices, clock, gap)
-            value = problem.evaluate(choices)
+            value, polished = problem.evaluate(choices), False
+            if not _closed(value, bound, gap):
+                answer = _polish(problem, chain, ends, choices, clock, gap)
+                if answer is not None and answer.objective <= value:
+                    choices, value, polished = answer.choices, answer.objective, answer.optimal
             if value < best_value:
-                best, best_value, restriction = choices, value, _polished(ends)
+                best, best_value, restriction = choices, value, _periodic_restriction(
+                    ends, polished)
         if best is not None and _closed(best_value, bound, gap):
             return _finish(problem, best, bound, False, clock, "periodic", before, after)
         if lp_bound == -math.inf:
@@ -188,18 +191,19 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
     return answer
 
 
-def _polished(ends: int) -> str:
-    return (f"layers between the first {ends} and the last {ends} take the periodic LP's "
-            "strategies; the end layers and the rest are optimal around them")
+def _periodic_restriction(ends: int, polished: bool) -> str:
+    tied = (f"layers between the first {ends} and the last {ends} take the periodic LP's "
+            "strategies")
+    return tied + ("; the end layers and the rest are optimal around them" if polished else "")
 
 
 def _polish(problem: ChoiceProblem, chain: Chain, ends: int, choices: tuple[int, ...],
-            clock: _Clock, gap: float) -> tuple[int, ...]:
+            clock: _Clock, gap: float) -> Solution | None:
     """The periodic plan with its tied blocks fixed and everything else solved exactly.
 
     The tied blocks keep their one chosen option (every other option priced ``inf``, which the
     reductions fold away), so what is solved is the rest and the end blocks: the size of a
-    few blocks, not of the model. The better of the two plans is returned."""
+    few blocks, not of the model. ``None`` when no plan came back."""
     fixed = np.zeros(problem.num_nodes, dtype=bool)
     for block in chain.blocks[ends:len(chain.blocks) - ends]:
         fixed[list(block)] = True
@@ -214,9 +218,9 @@ def _polish(problem: ChoiceProblem, chain: Chain, ends: int, choices: tuple[int,
     try:
         answer = solve(narrowed, clock.remaining(), "auto", gap=gap)
     except (Infeasible, NoSolutionError):
-        return choices
+        return None
     clock.lap("polish")
-    return min((answer.choices, choices), key=problem.evaluate)
+    return answer
 
 
 def _solve_restricted(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: float,
