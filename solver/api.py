@@ -21,7 +21,8 @@ import time
 import numpy as np
 
 from solver.backends.cpsat import solve_cpsat
-from solver.backends.highs import solve_highs, solve_lp
+from solver.backends.highs import solve_highs
+from solver.backends.lp import solve_lp
 from solver.backends.result import BackendResult
 from solver.compact import Indexed, Work, build_work, index_work
 from solver.dp import DPResult, lagrange_dp
@@ -157,7 +158,7 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         # half the time at most: if the LP cannot finish, the restricted search needs the rest
         remaining = clock.remaining()
         started = time.perf_counter()
-        x, lp_bound = solve_lp(lp.indexed, lp.form, None if remaining is None else remaining / 2)
+        x, lp_bound = solve_lp(lp.form, None if remaining is None else remaining / 2)
         lp_seconds = time.perf_counter() - started
         clock.lap("periodic_lp")
         after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))

@@ -1,7 +1,8 @@
 """The LP bound computed from duals: valid for any multipliers, tight at the optimal ones.
 
 Independent truths: exhaustive search of the whole problem (the bound may never exceed its
-optimum) and the dual simplex's own optimum (the crossover-free barrier's bound must match it).
+optimum) and the dual simplex's own optimum (PDLP's bound, computed from its inexact duals,
+must match it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from solver import ChoiceProblem, solve
-from solver.backends import highs
+from solver.backends import lp
 from solver.backends.formulation import build
 from solver.compact import build_work, index_work
 from solver.exact import exhaustive
@@ -34,26 +35,26 @@ def test_any_multipliers_give_a_bound_below_the_optimum(seed):
     rng = np.random.default_rng(seed)
     for scale in (0.0, 1.0, 10.0):
         duals = rng.normal(scale=scale, size=form.row_lo.size)
-        assert highs.dual_bound(form, duals, 1.0) <= best + 1e-9
+        assert lp.dual_bound(form, duals, 1.0) <= best + 1e-9
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_barrier_without_crossover_matches_dual_simplex(seed, monkeypatch):
+def test_pdlp_bound_matches_dual_simplex(seed, monkeypatch):
     problem = small_problem(seed)
     ix = index_work(build_work(problem))
     form = build(ix, flow=True)
-    _, simplex_bound = highs.solve_lp(ix, form, None)
-    monkeypatch.setattr(highs, "BARRIER_MIN_VARS", 0)
-    x, barrier_bound = highs.solve_lp(ix, form, None)
+    _, simplex_bound = lp.solve_lp(form, None)
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    x, pdlp_bound = lp.solve_lp(form, None)
     assert math.isfinite(simplex_bound)
-    assert barrier_bound == pytest.approx(simplex_bound, rel=1e-6, abs=1e-6)
-    assert barrier_bound <= simplex_bound + 1e-9 * max(1.0, abs(simplex_bound))
-    assert x is not None and ix.evaluate(x) >= barrier_bound - 1e-9
+    assert pdlp_bound == pytest.approx(simplex_bound, rel=1e-5, abs=1e-5)
+    assert pdlp_bound <= simplex_bound + 1e-9 * max(1.0, abs(simplex_bound))
+    assert x is not None and ix.evaluate(x) >= pdlp_bound - 1e-9
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_solve_through_the_barrier_is_exact(seed, monkeypatch):
-    monkeypatch.setattr(highs, "BARRIER_MIN_VARS", 0)
+def test_solve_through_pdlp_is_exact(seed, monkeypatch):
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     problem = small_problem(seed)
     _, best = exhaustive(problem)
     answer = solve(problem, backend="highs")
@@ -61,3 +62,15 @@ def test_solve_through_the_barrier_is_exact(seed, monkeypatch):
     assert answer.objective >= best - 1e-9
     if answer.optimal:
         assert answer.objective == pytest.approx(best, abs=1e-9)
+
+
+def test_pdlp_cut_short_still_gives_a_valid_bound(monkeypatch):
+    """A time limit that stops PDLP early may weaken the bound, never make it wrong."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_EPS", 1e-12)
+    for seed in range(6):
+        problem = small_problem(seed)
+        _, best = exhaustive(problem)
+        form = build(index_work(build_work(problem)), flow=True)
+        _, bound = lp.solve_lp(form, 1e-3)
+        assert bound <= best + 1e-9
