@@ -52,6 +52,9 @@ class Work:
     members: dict[int, tuple[int, ...]]
     table: dict[int, np.ndarray]
     eliminated: list[Eliminated] = field(default_factory=list)
+    # nodes folded away with their one option left (``reduce.fold_singletons``): members and
+    # the original options that option stands for
+    settled: list[tuple[tuple[int, ...], np.ndarray]] = field(default_factory=list)
     # nodes that other constraints refer to (the periodic bound's linking rows): they may
     # lose impossible options (``table`` says which remain) but are never merged, eliminated
     # or pruned by dominance, whose proofs only see the costs written here
@@ -87,6 +90,9 @@ class Work:
         for node, option in choice.items():
             for member, original in zip(self.members[node], self.table[node][option],
                                         strict=True):
+                out[member] = int(original)
+        for members, originals in self.settled:  # before the replay: they may be its ends
+            for member, original in zip(members, originals, strict=True):
                 out[member] = int(original)
         for step in reversed(self.eliminated):
             (a_members, a_table), (b_members, b_table) = step.ends

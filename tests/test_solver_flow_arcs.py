@@ -105,3 +105,39 @@ def test_flow_lp_has_the_dense_lp_optimum(seed):
     assert math.isfinite(dense_bound)
     assert flow_bound == pytest.approx(dense_bound, rel=1e-9, abs=1e-9)
     assert flow.num_vars < dense.num_vars  # the network did replace some pairs
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_hint_is_feasible_and_priced_like_the_problem(seed):
+    """The MIP runs on the flow networks with a hinted plan: the hint must satisfy every row
+    and cost exactly what the dense matrices say the plan costs."""
+    problem = chain_of_edges(seed, nodes=6, options=9)
+    ix = index_work(build_work(problem))
+    form = build(ix, flow=True)
+    assert form.flow_maps  # some edges are networks
+    rng = np.random.default_rng(seed)
+    matrix = np.zeros((form.row_lo.size, form.num_vars))
+    np.add.at(matrix, (form.rows, form.cols), form.coefs)
+    for _ in range(10):
+        x = np.array([rng.integers(c.size) for c in ix.costs])
+        if not math.isfinite(ix.evaluate(x)):
+            continue
+        values = form.hint(x)
+        sums = matrix @ values
+        assert np.all(sums >= form.row_lo - 1e-9) and np.all(sums <= form.row_hi + 1e-9)
+        assert form.obj @ values + form.constant == pytest.approx(ix.evaluate(x), rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_flow_mip_finds_the_exhaustive_optimum(seed, monkeypatch):
+    """With the LP switched off the MIP alone, on the flow networks, must reach the optimum."""
+    from solver import solve
+    from solver.backends import highs
+    from solver.exact import exhaustive
+
+    monkeypatch.setattr(highs, "LP_FIRST", False)
+    problem = chain_of_edges(seed, nodes=5, options=6)
+    _, best = exhaustive(problem)
+    answer = solve(problem, backend="highs", reductions=False)
+    assert answer.optimal
+    assert answer.objective == pytest.approx(best, abs=1e-9)

