@@ -12,6 +12,7 @@ cluster needs no shared filesystem.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import time
 import uuid
@@ -26,7 +27,7 @@ from autoshard.plan_record import Plan
 from autoshard.sweep_points import Point, Shape
 from costmodel import CostModelError
 from graphs import GraphError, OpGraph
-from solver import SolverError
+from solver import SolverError, set_threads
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +173,7 @@ def run_processes(points: Sequence[Point], settings: RunSettings, jobs: int
     """A process pool of ``jobs`` workers; results in completion order. Workers ignore
     SIGINT: on Ctrl-C (or any early exit) the driver cancels the points not started and ends
     the workers, having already written every finished row."""
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_ignore_sigint)
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(jobs,))
     try:
         futures = [pool.submit(run_point, p, settings) for p in grouped(points)]
         for future in as_completed(futures):
@@ -183,8 +184,11 @@ def run_processes(points: Sequence[Point], settings: RunSettings, jobs: int
     pool.shutdown(wait=True)
 
 
-def _ignore_sigint() -> None:
+def _start_worker(jobs: int) -> None:
+    """Ignore SIGINT (the driver stops the pool) and take a fair share of the cores for the
+    solver's threads: oversubscribed, PDLP's threads wait on each other at every step."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_threads(max(1, len(os.sched_getaffinity(0)) // jobs))
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:

@@ -10,6 +10,7 @@ bound holds for the whole problem (:mod:`solver.periodic`).
 """
 
 from solver.api import BACKENDS, solve
+from solver.backends.lp import set_threads
 from solver.errors import (
     Infeasible,
     InvalidProblemError,
@@ -35,5 +36,6 @@ __all__ = [
     "SolveStatus",
     "SolverError",
     "UnknownBackendError",
+    "set_threads",
     "solve",
 ]
