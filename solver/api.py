@@ -112,6 +112,13 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
         return _solve_periodic(problem, chain, clock, gap, before)
     if chain is not None:
         return _solve_restricted(problem, chain, clock, gap, before, known_bound)
+    return _solve_graph(problem, clock, backend, reductions, gap, known_bound, before)
+
+
+def _solve_graph(problem: ChoiceProblem, clock: _Clock, backend: str, reductions: bool,
+                 gap: float, known_bound: float | None, before: tuple[int, int, int], *,
+                 lp_first: bool = True) -> Solution:
+    """Reductions, then the backends on what is left (no chain)."""
     work = build_work(problem)
     _check_memory(work)
     clock.lap("compact")
@@ -120,7 +127,7 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
             reduce_work(work, deadline=clock.deadline)
             clock.lap("reduce")
         ix = index_work(work)
-        x, bound, timed_out, used = _search(ix, backend, gap, clock)
+        x, bound, timed_out, used = _search(ix, backend, gap, clock, lp_first)
     except MemoryExhausted:
         fresh = build_work(problem)
         raise Infeasible(min_peak=_exact_peak(fresh), limit=float(fresh.limit)) from None
@@ -216,8 +223,13 @@ def _polish(problem: ChoiceProblem, chain: Chain, ends: int, choices: tuple[int,
             vec = only
         costs.append(vec)
     narrowed = ChoiceProblem(node_costs=costs, edges=problem.edges)
+    inner = _Clock(clock.remaining())
     try:
-        answer = solve(narrowed, clock.remaining(), "auto", gap=gap)
+        # no LP first: the narrowed LP is as fractional as the periodic one was where the
+        # plan missed the bound (a 3-axis polish: 10 s of LP, then the MIP anyway)
+        answer = _solve_graph(narrowed, inner, "auto", True, gap, None,
+                              (narrowed.num_nodes, sum(narrowed.sizes), len(narrowed.edges)),
+                              lp_first=False)
     except (Infeasible, NoSolutionError):
         return None
     clock.lap("polish")
@@ -273,7 +285,7 @@ def _exact_peak(work: Work) -> float:
     return min_peak(index_work(work))
 
 
-def _search(ix: Indexed, backend: str, gap: float, clock: _Clock
+def _search(ix: Indexed, backend: str, gap: float, clock: _Clock, lp_first: bool = True
             ) -> tuple[np.ndarray, float, bool, str]:
     best, bound, used = None, -math.inf, backend
     if backend in ("auto", "dp"):
@@ -285,8 +297,9 @@ def _search(ix: Indexed, backend: str, gap: float, clock: _Clock
         used = "highs" if backend == "auto" and _worth_ilp(ix, best, bound) else "dp"
     timed_out = False
     if used in ("highs", "cpsat"):
-        run = solve_highs if used == "highs" else solve_cpsat
-        answer: BackendResult = run(ix, best, clock.remaining(), gap)
+        answer: BackendResult = (solve_highs(ix, best, clock.remaining(), gap, lp_first=lp_first)
+                                 if used == "highs" else
+                                 solve_cpsat(ix, best, clock.remaining(), gap))
         clock.lap(used)
         if answer.infeasible:
             raise MemoryExhausted(-1)

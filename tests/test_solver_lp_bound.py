@@ -74,3 +74,19 @@ def test_pdlp_cut_short_still_gives_a_valid_bound(monkeypatch):
         form = build(index_work(build_work(problem)), flow=True)
         _, bound = lp.solve_lp(form, 1e-3)
         assert bound <= best + 1e-9
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pdlp_past_its_iteration_cap_hands_over_to_the_barrier(seed, monkeypatch):
+    """Capped after one iteration PDLP has not converged: the barrier must still deliver the
+    LP optimum (the dual simplex's), and a plan."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_MAX_ITERATIONS", 1)
+    problem = small_problem(seed)
+    ix = index_work(build_work(problem))
+    form = build(ix, flow=True)
+    _, simplex_bound = lp._solve_simplex(form, None)
+    x, bound = lp.solve_lp(form, None)
+    assert bound == pytest.approx(simplex_bound, rel=1e-6, abs=1e-6)
+    assert bound <= simplex_bound + 1e-9 * max(1.0, abs(simplex_bound))
+    assert x is not None and ix.evaluate(x) >= bound - 1e-9

@@ -37,14 +37,15 @@ LP_FIRST = True  # the benchmark switches it off to measure the MIP-only baselin
 
 
 def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
-                gap: float, solver_type: str = "HIGHS") -> BackendResult:
+                gap: float, solver_type: str = "HIGHS", *, lp_first: bool = True
+                ) -> BackendResult:
     from ortools.math_opt import result_pb2, solution_pb2
 
     floor = -math.inf
     # edges as flow networks where smaller (solver.backends.flow_arcs), for the LP and the
     # MIP alike: the hint routes each network's unit along a cheapest path
     form = build(ix, flow=True)
-    if LP_FIRST and (ix.limit is None or not any(ix.rows)):
+    if lp_first and LP_FIRST and (ix.limit is None or not any(ix.rows)):
         start = time.perf_counter()
         x, floor = solve_lp(form, time_limit)
         if floor == math.inf:

@@ -7,6 +7,11 @@ products. On the periodic LP of llama3.1-405b on 8×8×8 (406 k variables, 835 k
 took 24 s against 36 s for HiGHS' barrier without crossover and ~64 s for the dual simplex;
 on llama3-8b-shaped 4×4×4 (389 k) 14 s against 35 s.
 
+PDLP is not always faster: on llama3-8b-shaped dp=2,fsdp=2,tp=16 it needed ~30 k iterations
+(106 s) where the barrier took 34 s. Its iterations are capped (a count, not a time, so the
+answer stays the same bytes on every machine) and past the cap HiGHS' barrier without
+crossover solves the LP; the better of the two bounds is kept.
+
 A first-order method's answer is approximate, so the bound never comes from the method
 itself: ``dual_bound`` turns *any* row multipliers into a lower bound by weak duality over
 the variables' [0, 1] box. PDLP's duals at the tolerance below give bounds within 5e-8 of
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 import numpy as np
 
@@ -26,6 +32,8 @@ PDLP_MIN_VARS = 200_000  # from here PDLP beats both HiGHS LP methods (module do
 # PDLP's relative KKT tolerance: 1e-4 already closes 405b to 4.9e-7, 1e-6 to 5.2e-8 for
 # 3.4 s more (24.4 s); the margin is worth it against the planner's 1e-6 optimality gap
 PDLP_EPS = 1e-6
+# 405b converges in 7,040 iterations, llama3-8b-shaped 4×4×4 in 4,224
+PDLP_MAX_ITERATIONS = 10_000
 # the sharding of PDLP's vectors fixes its summation order: with it fixed the answer is the
 # same bytes for any number of threads (checked on 1 and 2 threads)
 PDLP_SHARDS = 8
@@ -75,21 +83,47 @@ def solve_lp(form: Formulation, time_limit: float | None) -> tuple[np.ndarray | 
     optimum is integral; the caller scores it against ``bound`` either way), ``bound`` a
     proven lower bound (``-inf`` when the LP gave none in time, ``inf`` when it is
     infeasible, in which case the MIP is infeasible too)."""
-    if form.num_vars >= PDLP_MIN_VARS and not form.memory_rows:
-        return _solve_pdlp(form, time_limit)
-    return _solve_simplex(form, time_limit)
+    if form.num_vars < PDLP_MIN_VARS or form.memory_rows:
+        return _solve_simplex(form, time_limit)
+    start = time.perf_counter()
+    x, bound, converged = _solve_pdlp(form, time_limit)
+    if converged:
+        return x, bound
+    if time_limit is not None:
+        time_limit -= time.perf_counter() - start
+        if time_limit <= 0:
+            return x, bound
+    barrier_x, barrier_bound = _solve_barrier(form, time_limit)
+    return (barrier_x if barrier_x is not None else x), max(bound, barrier_bound)
 
 
 def _solve_simplex(form: Formulation, time_limit: float | None
                    ) -> tuple[np.ndarray | None, float]:
+    return _solve_highs_lp(form, time_limit, barrier=False)
+
+
+def _solve_barrier(form: Formulation, time_limit: float | None
+                   ) -> tuple[np.ndarray | None, float]:
+    return _solve_highs_lp(form, time_limit, barrier=True)
+
+
+def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool
+                    ) -> tuple[np.ndarray | None, float]:
+    """HiGHS' dual simplex (its own bound is exact), or its barrier without crossover (the
+    crossover and simplex clean-up were 12 s of 48 s on 405b), whose bound comes from
+    ``dual_bound``."""
     from ortools.math_opt import parameters_pb2, result_pb2, solution_pb2
 
     from solver.backends import mathopt
 
     factor = objective_factor(form)
     params, model_params = mathopt.parameters(time_limit, 0.0, None, form)
-    params.lp_algorithm = parameters_pb2.LP_ALGORITHM_DUAL_SIMPLEX
-    params.presolve = parameters_pb2.EMPHASIS_OFF  # 5.2 s vs 11.4 s on GPT-2 training
+    if barrier:
+        params.lp_algorithm = parameters_pb2.LP_ALGORITHM_BARRIER
+        params.highs.string_options["run_crossover"] = "off"
+    else:
+        params.lp_algorithm = parameters_pb2.LP_ALGORITHM_DUAL_SIMPLEX
+        params.presolve = parameters_pb2.EMPHASIS_OFF  # 5.2 s vs 11.4 s on GPT-2 training
     result = mathopt.run(mathopt.model_proto(form, factor, integral=False), "HIGHS", params,
                          model_params)
     reason = result.termination.reason
@@ -97,8 +131,13 @@ def _solve_simplex(form: Formulation, time_limit: float | None
         return None, math.inf
     if reason != result_pb2.TERMINATION_REASON_OPTIMAL:
         return None, -math.inf
-    bound = result.termination.objective_bounds.dual_bound / factor
+    bound = -math.inf if barrier else result.termination.objective_bounds.dual_bound / factor
     for solution in result.solutions:
+        if barrier:
+            duals = np.zeros(form.row_lo.size)
+            values = solution.dual_solution.dual_values
+            duals[np.array(values.ids, dtype=np.int64)] = np.array(values.values)
+            bound = dual_bound(form, duals, factor)
         primal = solution.primal_solution
         if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
             return decode(form, mathopt.values(form, primal)), bound
@@ -106,13 +145,13 @@ def _solve_simplex(form: Formulation, time_limit: float | None
 
 
 def _solve_pdlp(form: Formulation, time_limit: float | None
-                ) -> tuple[np.ndarray | None, float]:
-    """PDLP straight from the arrays (its Python binding takes a SciPy matrix: no proto of
-    a million terms). Only for LPs without memory rows, which are always feasible (every
-    node has a finite option and every edge a route), so no infeasibility verdict is
-    needed from an approximate method."""
+                ) -> tuple[np.ndarray | None, float, bool]:
+    """``(x, bound, converged)`` by PDLP straight from the arrays (its Python binding takes
+    a SciPy matrix: no proto of a million terms). Only for LPs without memory rows, which
+    are always feasible (every node has a finite option and every edge a route), so no
+    infeasibility verdict is needed from an approximate method."""
     import scipy.sparse as sparse
-    from ortools.pdlp import solvers_pb2
+    from ortools.pdlp import solve_log_pb2, solvers_pb2
     from ortools.pdlp.python import pdlp
 
     factor = objective_factor(form)
@@ -131,11 +170,14 @@ def _solve_pdlp(form: Formulation, time_limit: float | None
     criteria = params.termination_criteria
     criteria.simple_optimality_criteria.eps_optimal_relative = PDLP_EPS
     criteria.simple_optimality_criteria.eps_optimal_absolute = PDLP_EPS
+    criteria.iteration_limit = PDLP_MAX_ITERATIONS
     if time_limit is not None:
         criteria.time_sec_limit = max(time_limit, 0.01)
     result = pdlp.primal_dual_hybrid_gradient(program, params)
     duals = np.asarray(result.dual_solution, dtype=np.float64)
     primal = np.asarray(result.primal_solution, dtype=np.float64)
     if duals.size != form.row_lo.size or primal.size != form.num_vars:
-        return None, -math.inf  # the solver refused the input (its log says why)
-    return decode(form, primal), dual_bound(form, duals, factor)
+        return None, -math.inf, False  # the solver refused the input (its log says why)
+    converged = (result.solve_log.termination_reason
+                 == solve_log_pb2.TERMINATION_REASON_OPTIMAL)
+    return decode(form, primal), dual_bound(form, duals, factor), converged
