@@ -79,3 +79,29 @@ def test_leaf_merge_is_exact(seed: int, leaves: int, memory: bool) -> None:
     values = [ix.evaluate(grid[:, j]) if ix.fits(grid[:, j]) else np.inf
               for j in range(grid.shape[1])]
     assert min(values) == pytest.approx(best, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_single_option_nodes_fold_away_exactly(seed: int) -> None:
+    """Nodes pinned to one option (as the periodic polish pins the tied layers) disappear from
+    the reduced problem; the optimum, its objective and the pinned choices are unchanged."""
+    from solver.reduce import fold_singletons
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 4, size=7)
+    costs = [rng.integers(0, 9, size=int(k)).astype(float) for k in sizes]
+    pinned = {1: 0, 3: int(sizes[3]) - 1, 4: 1}
+    for node, option in pinned.items():
+        costs[node] = np.where(np.arange(sizes[node]) == option, costs[node], np.inf)
+    edges = [(a, b, rng.integers(0, 9, size=(int(sizes[a]), int(sizes[b]))).astype(float))
+             for a in range(7) for b in range(a + 1, 7) if rng.random() < 0.5]
+    problem = ChoiceProblem(node_costs=costs, edges=edges)
+    work = build_work(problem)
+    folded = [node for node in pinned if work.adj[node]]
+    assert fold_singletons(work)
+    assert not any(node in work.costs for node in folded)
+    _, best = exhaustive(problem)
+    answer = solve(problem, backend="highs")
+    assert answer.objective == pytest.approx(best, abs=1e-9)
+    assert answer.optimal and answer.bound == pytest.approx(best, abs=1e-9)  # constants kept
+    assert all(answer.choices[node] == option for node, option in pinned.items())
