@@ -12,7 +12,6 @@ cluster needs no shared filesystem.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import time
 import uuid
@@ -27,7 +26,7 @@ from autoshard.plan_record import Plan
 from autoshard.sweep_points import Point, Shape
 from costmodel import CostModelError
 from graphs import GraphError, OpGraph
-from solver import SolverError, set_threads
+from solver import SolverError, share_cores
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +187,7 @@ def _start_worker(jobs: int) -> None:
     """Ignore SIGINT (the driver stops the pool) and take a fair share of the cores for the
     solver's threads: oversubscribed, PDLP's threads wait on each other at every step."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    set_threads(max(1, len(os.sched_getaffinity(0)) // jobs))
+    share_cores(jobs)
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:

@@ -10,7 +10,7 @@ bound holds for the whole problem (:mod:`solver.periodic`).
 """
 
 from solver.api import BACKENDS, solve
-from solver.backends.lp import set_threads
+from solver.backends.lp import share_cores
 from solver.errors import (
     Infeasible,
     InvalidProblemError,
@@ -36,6 +36,6 @@ __all__ = [
     "SolveStatus",
     "SolverError",
     "UnknownBackendError",
-    "set_threads",
+    "share_cores",
     "solve",
 ]

@@ -300,9 +300,11 @@ def _search(ix: Indexed, backend: str, gap: float, clock: _Clock, lp_first: bool
         used = "highs" if backend == "auto" and _worth_ilp(ix, best, bound) else "dp"
     timed_out = False
     if used in ("highs", "cpsat"):
-        answer: BackendResult = (solve_highs(ix, best, clock.remaining(), gap, lp_first=lp_first)
-                                 if used == "highs" else
-                                 solve_cpsat(ix, best, clock.remaining(), gap))
+        answer: BackendResult
+        if used == "highs":
+            answer = solve_highs(ix, best, clock.remaining(), gap, lp_first=lp_first)
+        else:
+            answer = solve_cpsat(ix, best, clock.remaining(), gap)
         clock.lap(used)
         if answer.infeasible:
             raise MemoryExhausted(-1)

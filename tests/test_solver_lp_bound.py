@@ -85,8 +85,30 @@ def test_pdlp_past_its_iteration_cap_hands_over_to_the_barrier(seed, monkeypatch
     problem = small_problem(seed)
     ix = index_work(build_work(problem))
     form = build(ix, flow=True)
-    _, simplex_bound = lp._solve_simplex(form, None)
+    _, simplex_bound = lp._solve_highs_lp(form, None, barrier=False)
     x, bound = lp.solve_lp(form, None)
     assert bound == pytest.approx(simplex_bound, rel=1e-6, abs=1e-6)
     assert bound <= simplex_bound + 1e-9 * max(1.0, abs(simplex_bound))
     assert x is not None and ix.evaluate(x) >= bound - 1e-9
+
+
+def test_pdlp_answer_does_not_depend_on_its_threads(monkeypatch):
+    """Sweep workers run PDLP on fewer threads than a lone plan: same input, same answer."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "_threads", lp._threads)  # restored after the test
+    monkeypatch.setattr(lp, "_usable_cores", lambda: 2)
+    problem = chain_like(seed=3)
+    form = build(index_work(build_work(problem)), flow=True)
+    answers = []
+    for processes in (1, 2):  # 2 threads, then 1
+        lp.share_cores(processes)
+        answers.append(lp._solve_pdlp(form, None))
+    (x1, bound1, _), (x2, bound2, _) = answers
+    assert lp._threads == 1 and np.array_equal(x1, x2) and bound1 == bound2
+
+
+def chain_like(seed: int) -> ChoiceProblem:
+    rng = np.random.default_rng(seed)
+    costs = [rng.random(12) for _ in range(30)]
+    edges = [(a, a + 1, rng.random((12, 12))) for a in range(29)]
+    return ChoiceProblem(node_costs=costs, edges=edges)

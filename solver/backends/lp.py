@@ -37,16 +37,24 @@ PDLP_MAX_ITERATIONS = 10_000
 # the sharding of PDLP's vectors fixes its summation order: with it fixed the answer is the
 # same bytes for any number of threads (checked on 1 and 2 threads)
 PDLP_SHARDS = 8
-_threads = min(len(os.sched_getaffinity(0)), PDLP_SHARDS)
 
 
-def set_threads(count: int) -> None:
-    """Threads each large LP may use. Processes that share the machine should split it: two
-    sweep workers on 2 cores each running 2 PDLP threads spent most of their time waiting at
-    PDLP's per-iteration barriers (a 3-axis point took 256 s instead of 154 s). The answer
-    does not depend on it."""
+def _usable_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):  # the cores this process may run on (Linux)
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+_threads = min(_usable_cores(), PDLP_SHARDS)
+
+
+def share_cores(processes: int) -> None:
+    """Give each large LP of this process its share of the cores when ``processes`` solver
+    processes run side by side: two sweep workers on 2 cores each running 2 PDLP threads
+    spent most of their time waiting at PDLP's per-iteration barriers (a 3-axis point took
+    256 s instead of 154 s). The answer does not depend on it."""
     global _threads
-    _threads = max(1, min(int(count), PDLP_SHARDS))
+    _threads = max(1, min(_usable_cores() // max(int(processes), 1), PDLP_SHARDS))
 
 
 def objective_factor(form: Formulation) -> float:
@@ -84,7 +92,7 @@ def solve_lp(form: Formulation, time_limit: float | None) -> tuple[np.ndarray | 
     proven lower bound (``-inf`` when the LP gave none in time, ``inf`` when it is
     infeasible, in which case the MIP is infeasible too)."""
     if form.num_vars < PDLP_MIN_VARS or form.memory_rows:
-        return _solve_simplex(form, time_limit)
+        return _solve_highs_lp(form, time_limit, barrier=False)
     start = time.perf_counter()
     x, bound, converged = _solve_pdlp(form, time_limit)
     if converged:
@@ -93,18 +101,8 @@ def solve_lp(form: Formulation, time_limit: float | None) -> tuple[np.ndarray | 
         time_limit -= time.perf_counter() - start
         if time_limit <= 0:
             return x, bound
-    barrier_x, barrier_bound = _solve_barrier(form, time_limit)
+    barrier_x, barrier_bound = _solve_highs_lp(form, time_limit, barrier=True)
     return (barrier_x if barrier_x is not None else x), max(bound, barrier_bound)
-
-
-def _solve_simplex(form: Formulation, time_limit: float | None
-                   ) -> tuple[np.ndarray | None, float]:
-    return _solve_highs_lp(form, time_limit, barrier=False)
-
-
-def _solve_barrier(form: Formulation, time_limit: float | None
-                   ) -> tuple[np.ndarray | None, float]:
-    return _solve_highs_lp(form, time_limit, barrier=True)
 
 
 def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool
