@@ -50,14 +50,6 @@ _COSTMODEL_KIND = {
 TIE_TOLERANCE = 1e-12
 
 
-def _better(candidate: tuple[float, int], known: tuple[float, int]) -> bool:
-    """Cheaper beyond rounding noise, or as cheap within it and in fewer steps."""
-    tolerance = TIE_TOLERANCE * abs(known[0])
-    if candidate[0] < known[0] - tolerance:
-        return True
-    return candidate[0] <= known[0] + tolerance and candidate[1] < known[1]
-
-
 @dataclass(slots=True)
 class Pricer:
     """Seconds of one step on one mesh's links, memoized by (kind, axes, bytes).
@@ -175,19 +167,40 @@ class PathSearch:
         return steps
 
     def _settle(self, target_id: int) -> None:
-        heap, best, settled, pred = self._heap, self._best, self._settled, self._pred
+        """Dijkstra until ``target_id`` is settled.
+
+        A candidate replaces a known label when it is cheaper beyond ``TIE_TOLERANCE``, or as
+        cheap within it and in fewer steps. This loop prices every reshard of a large model
+        (millions of relaxations on 405B), so it binds everything to locals and compares
+        without building tuples.
+        """
+        settled = self._settled
+        if target_id in settled:
+            return
+        heap, best, pred = self._heap, self._best, self._pred
         states, edges = self.space.states, self.space.edges
-        while target_id not in settled and heap:
-            cost, steps, _state, state_id = heapq.heappop(heap)
-            if state_id in settled or best[state_id] != (cost, steps):
+        pop, push = heapq.heappop, heapq.heappush
+        while heap:
+            cost, steps, _state, state_id = pop(heap)
+            if state_id in settled:
+                continue
+            known_cost, known_steps = best[state_id]
+            if known_cost != cost or known_steps != steps:
                 continue
             settled.add(state_id)
+            steps += 1
             for after, seconds, move in edges(state_id):
                 if after in settled:
                     continue
-                candidate = (cost + seconds, steps + 1)
+                candidate = cost + seconds
                 known = best.get(after)
-                if known is None or _better(candidate, known):
-                    best[after] = candidate
-                    pred[after] = (state_id, move, seconds)
-                    heapq.heappush(heap, (candidate[0], candidate[1], states[after], after))
+                if known is not None:
+                    tolerance = TIE_TOLERANCE * abs(known[0])
+                    if not (candidate < known[0] - tolerance
+                            or (candidate <= known[0] + tolerance and steps < known[1])):
+                        continue
+                best[after] = (candidate, steps)
+                pred[after] = (state_id, move, seconds)
+                push(heap, (candidate, steps, states[after], after))
+            if state_id == target_id:
+                return

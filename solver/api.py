@@ -22,7 +22,7 @@ import numpy as np
 
 from solver.backends.cpsat import solve_cpsat
 from solver.backends.highs import solve_highs
-from solver.backends.lp import solve_lp
+from solver.backends.lp import PDLP_MIN_VARS, solve_lp
 from solver.backends.result import BackendResult
 from solver.compact import Indexed, Work, build_work, index_work
 from solver.dp import DPResult, lagrange_dp
@@ -140,9 +140,11 @@ PERIODIC_ENDS = (1, 2)  # distinct blocks kept at each end, tried in turn until 
 # A restricted plan within this of the proven bound is kept without the tied search (which
 # costs the whole problem again: minutes on 3-axis meshes); the bar for restricted plans
 GOOD_ENOUGH_GAP = 5e-3
-# the next LP (two more distinct blocks) is tried when the gap is wider than GOOD_ENOUGH_GAP
-# or the last LP was this quick (2-axis meshes: ~1 s, and llama3-8b-shaped closes only with two)
-QUICK_LP_S = 10.0
+# The next LP (two more distinct blocks) is tried when the gap is wider than GOOD_ENOUGH_GAP,
+# or when the last LP was small enough for the dual simplex (2-axis meshes: ~1 s, and
+# llama3-8b-shaped closes only with two). A size, not a time: with a time the plan depended on
+# the machine's speed (dp=4,fsdp=8,tp=2 came out proven optimal in one sweep run and 7e-6
+# short in another, its first LP taking 9.8 s and 19 s).
 
 
 def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: float,
@@ -167,9 +169,7 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         # 300 s limit: 10,000 PDLP iterations plus the barrier on 560 k variables took ~140 s
         # on one core, the LP gave up, and the tied search ran out of time at a 3.6 % gap.)
         remaining = clock.remaining()
-        started = time.perf_counter()
         x, lp_bound = solve_lp(lp.form, None if remaining is None else remaining * 2 / 3)
-        lp_seconds = time.perf_counter() - started
         clock.lap("periodic_lp")
         after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
         bound = max(bound, lp_bound)
@@ -189,7 +189,7 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
             break  # out of time
         logger.info("periodic LP with %d distinct end blocks: bound %.6g, plan %.6g", ends,
                     lp_bound, best_value)
-        if _closed(best_value, bound, GOOD_ENOUGH_GAP) and lp_seconds > QUICK_LP_S:
+        if _closed(best_value, bound, GOOD_ENOUGH_GAP) and lp.form.num_vars >= PDLP_MIN_VARS:
             break
     if best is not None and _closed(best_value, bound, GOOD_ENOUGH_GAP):
         answer = None

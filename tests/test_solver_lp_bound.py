@@ -78,10 +78,10 @@ def test_pdlp_cut_short_still_gives_a_valid_bound(monkeypatch):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_pdlp_past_its_iteration_cap_hands_over_to_the_barrier(seed, monkeypatch):
-    """Capped after one iteration PDLP has not converged: the barrier must still deliver the
+    """Capped after one iteration per run PDLP has not converged: the barrier must still deliver the
     LP optimum (the dual simplex's), and a plan."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
-    monkeypatch.setattr(lp, "PDLP_MAX_ITERATIONS", 1)
+    monkeypatch.setattr(lp, "PDLP_RUNS", ((lp.NO_RESTARTS, 1), (lp.ADAPTIVE_RESTARTS, 1)))
     problem = small_problem(seed)
     ix = index_work(build_work(problem))
     form = build(ix, flow=True)
@@ -89,6 +89,26 @@ def test_pdlp_past_its_iteration_cap_hands_over_to_the_barrier(seed, monkeypatch
     x, bound = lp.solve_lp(form, None)
     assert bound == pytest.approx(simplex_bound, rel=1e-6, abs=1e-6)
     assert bound <= simplex_bound + 1e-9 * max(1.0, abs(simplex_bound))
+    assert x is not None and ix.evaluate(x) >= bound - 1e-9
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pdlp_without_restarts_hands_over_to_adaptive_restarts(seed, monkeypatch):
+    """A first run that stops at its cap leaves the LP to the second PDLP run, which must
+    deliver the LP optimum on its own (the barrier is not reached)."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_RUNS", ((lp.NO_RESTARTS, 1), (lp.ADAPTIVE_RESTARTS, 100_000)))
+    problem = small_problem(seed)
+    ix = index_work(build_work(problem))
+    form = build(ix, flow=True)
+    _, simplex_bound = lp._solve_highs_lp(form, None, barrier=False)
+    runs = []
+    solve_pdlp = lp._solve_pdlp
+    monkeypatch.setattr(lp, "_solve_pdlp", lambda *a: runs.append(a[2]) or solve_pdlp(*a))
+    monkeypatch.setattr(lp, "_solve_highs_lp", lambda *a, **k: pytest.fail("barrier ran"))
+    x, bound = lp.solve_lp(form, None)
+    assert runs == [lp.NO_RESTARTS, lp.ADAPTIVE_RESTARTS]
+    assert bound == pytest.approx(simplex_bound, rel=1e-5, abs=1e-5)
     assert x is not None and ix.evaluate(x) >= bound - 1e-9
 
 
@@ -102,7 +122,7 @@ def test_pdlp_answer_does_not_depend_on_its_threads(monkeypatch):
     answers = []
     for processes in (1, 2):  # 2 threads, then 1
         lp.share_cores(processes)
-        answers.append(lp._solve_pdlp(form, None))
+        answers.append(lp._solve_pdlp(form, None, *lp.PDLP_RUNS[0]))
     (x1, bound1, _), (x2, bound2, _) = answers
     assert lp._threads == 1 and np.array_equal(x1, x2) and bound1 == bound2
 
