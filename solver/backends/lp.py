@@ -12,7 +12,7 @@ the answer stays the same bytes on every machine):
    than PDLP's default adaptive restarts. The periodic LP of llama3.1-405b on 8×8×8
    (406 k variables) takes 2,112 iterations instead of 7,040. llama3-8b-shaped 4×4×4
    takes 1,472 instead of 4,224. 8 of the 10 3-axis LPs of the 64-device llama3-8b sweep
-   converge here, in 1,408–4,992 iterations.
+   converge here, in 1,472–4,992 iterations.
 2. **Adaptive restarts, up to 10,000 iterations.** Some LPs never settle without restarts:
    dp=16,fsdp=2,tp=2 is not converged after 20,000 iterations, but converges in 8,512 with
    them. Warm-starting this run from the first one's point made it slower (15,000
