@@ -217,7 +217,8 @@ def run_dask(points: Sequence[Point], settings: RunSettings, scheduler: str
                          ) from None
     token = uuid.uuid4().hex[:8]  # two sweeps on one cluster must not share task keys
     with client:
-        futures = [client.submit(run_point, p, settings, pure=False,
+        threads = threads_per_host(client.scheduler_info().get("workers", {}))
+        futures = [client.submit(_run_on_dask_worker, p, settings, threads, pure=False,
                                  key=f"autoshard-{p.point_id}-{token}")
                    for p in grouped(points)]
         try:
@@ -225,3 +226,24 @@ def run_dask(points: Sequence[Point], settings: RunSettings, scheduler: str
                 yield future.result()
         finally:
             client.cancel(futures)
+
+
+def threads_per_host(workers: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Task threads of all Dask workers on each host (from ``scheduler_info()["workers"]``):
+    that many points may run side by side on the host's cores."""
+    totals: dict[str, int] = {}
+    for info in workers.values():
+        host = str(info.get("host", ""))
+        totals[host] = totals.get(host, 0) + int(info.get("nthreads", 1))
+    return totals
+
+
+def _run_on_dask_worker(point: Point, settings: RunSettings, threads: dict[str, int]
+                        ) -> PointResult:
+    """``run_point`` after taking this host's share of the cores for the solver's threads (the
+    ``-j`` pool does it in its initializer; Dask workers have no such hook per sweep)."""
+    import distributed
+
+    host = distributed.comm.get_address_host(distributed.get_worker().address)
+    share_cores(threads.get(host, 1))
+    return run_point(point, settings)

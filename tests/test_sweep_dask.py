@@ -8,6 +8,7 @@ from pathlib import Path
 import distributed  # the dask extra: CI installs it, so this test never skips
 from click.testing import CliRunner
 
+from autoshard import sweep_runner
 from autoshard.cli import main
 from autoshard.sweep_table import TIMING_COLUMNS
 
@@ -48,3 +49,26 @@ def test_unreachable_scheduler_is_one_line(tmp_path: Path, monkeypatch) -> None:
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [result.output.strip()]
     assert "tcp://127.0.0.1:9" in result.output
+
+
+def test_each_point_takes_its_hosts_share_of_the_cores(monkeypatch) -> None:
+    """Two single-thread workers on one host: every point's solver gets half the cores."""
+    shares = []
+    monkeypatch.setattr(sweep_runner, "share_cores", shares.append)
+    monkeypatch.setattr(sweep_runner, "run_point", lambda point, settings: point)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        threads = sweep_runner.threads_per_host(client.scheduler_info()["workers"])
+        assert list(threads.values()) == [2]
+        futures = [client.submit(sweep_runner._run_on_dask_worker, n, None, threads,
+                                 pure=False) for n in range(4)]
+        assert sorted(client.gather(futures)) == [0, 1, 2, 3]
+    assert shares == [2, 2, 2, 2]
+
+
+def test_threads_per_host_adds_up_the_workers_of_each_host() -> None:
+    workers = {"tcp://10.0.0.1:1": {"host": "10.0.0.1", "nthreads": 4},
+               "tcp://10.0.0.1:2": {"host": "10.0.0.1", "nthreads": 2},
+               "tcp://10.0.0.2:1": {"host": "10.0.0.2", "nthreads": 8}}
+    assert sweep_runner.threads_per_host(workers) == {"10.0.0.1": 6, "10.0.0.2": 8}
