@@ -76,39 +76,28 @@ def test_pdlp_cut_short_still_gives_a_valid_bound(monkeypatch):
         assert bound <= best + 1e-9
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_pdlp_past_its_iteration_cap_hands_over_to_the_barrier(seed, monkeypatch):
-    """Capped after one iteration per run PDLP has not converged: the barrier must still deliver the
-    LP optimum (the dual simplex's), and a plan."""
-    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
-    monkeypatch.setattr(lp, "PDLP_RUNS", ((lp.NO_RESTARTS, 1), (lp.ADAPTIVE_RESTARTS, 1)))
-    problem = small_problem(seed)
-    ix = index_work(build_work(problem))
-    form = build(ix, flow=True)
-    _, simplex_bound = lp._solve_highs_lp(form, None, barrier=False)
-    x, bound = lp.solve_lp(form, None)
-    assert bound == pytest.approx(simplex_bound, rel=1e-6, abs=1e-6)
-    assert bound <= simplex_bound + 1e-9 * max(1.0, abs(simplex_bound))
-    assert x is not None and ix.evaluate(x) >= bound - 1e-9
-
-
 @pytest.mark.parametrize("seed", range(3))
-def test_pdlp_without_restarts_hands_over_to_adaptive_restarts(seed, monkeypatch):
-    """A first run that stops at its cap leaves the LP to the second PDLP run, which must
-    deliver the LP optimum on its own (the barrier is not reached)."""
+@pytest.mark.parametrize("adaptive_cap", [1, 100_000])
+def test_capped_pdlp_runs_hand_over_in_turn(seed, adaptive_cap, monkeypatch):
+    """Without restarts (capped at one iteration here), then adaptive restarts, then the
+    barrier: whichever finishes must deliver the LP optimum (the dual simplex's) and a plan,
+    and the barrier runs only when both PDLP runs stopped at their caps."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
-    monkeypatch.setattr(lp, "PDLP_RUNS", ((lp.NO_RESTARTS, 1), (lp.ADAPTIVE_RESTARTS, 100_000)))
+    monkeypatch.setattr(lp, "PDLP_RUNS", ((lp.NO_RESTARTS, 1),
+                                          (lp.ADAPTIVE_RESTARTS, adaptive_cap)))
     problem = small_problem(seed)
     ix = index_work(build_work(problem))
     form = build(ix, flow=True)
-    _, simplex_bound = lp._solve_highs_lp(form, None, barrier=False)
+    solve_highs_lp, solve_pdlp = lp._solve_highs_lp, lp._solve_pdlp
+    _, simplex_bound = solve_highs_lp(form, None, barrier=False)
     runs = []
-    solve_pdlp = lp._solve_pdlp
     monkeypatch.setattr(lp, "_solve_pdlp", lambda *a: runs.append(a[2]) or solve_pdlp(*a))
-    monkeypatch.setattr(lp, "_solve_highs_lp", lambda *a, **k: pytest.fail("barrier ran"))
+    monkeypatch.setattr(lp, "_solve_highs_lp",
+                        lambda *a, **k: runs.append("barrier") or solve_highs_lp(*a, **k))
     x, bound = lp.solve_lp(form, None)
-    assert runs == [lp.NO_RESTARTS, lp.ADAPTIVE_RESTARTS]
+    assert runs == [lp.NO_RESTARTS, lp.ADAPTIVE_RESTARTS] + ["barrier"] * (adaptive_cap == 1)
     assert bound == pytest.approx(simplex_bound, rel=1e-5, abs=1e-5)
+    assert bound <= simplex_bound + 1e-9 * max(1.0, abs(simplex_bound))
     assert x is not None and ix.evaluate(x) >= bound - 1e-9
 
 
