@@ -76,27 +76,23 @@ def test_pdlp_cut_short_still_gives_a_valid_bound(monkeypatch):
         assert bound <= best + 1e-9
 
 
-@pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("adaptive_cap", [1, 100_000])
-def test_capped_pdlp_runs_hand_over_in_turn(seed, adaptive_cap, monkeypatch):
-    """Without restarts (capped at one iteration here), then adaptive restarts, then the
-    barrier: whichever finishes must deliver the LP optimum (the dual simplex's) and a plan,
-    and the barrier runs only when both PDLP runs stopped at their caps."""
+@pytest.mark.parametrize("seed", range(4))
+def test_pdlp_past_its_iteration_cap_hands_over_to_the_barrier(seed, monkeypatch):
+    """Capped after one iteration PDLP has not converged: the barrier (with crossover) must
+    still deliver the LP optimum (the dual simplex's), and a plan."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
-    monkeypatch.setattr(lp, "PDLP_RUNS", ((lp.NO_RESTARTS, 1),
-                                          (lp.ADAPTIVE_RESTARTS, adaptive_cap)))
+    monkeypatch.setattr(lp, "PDLP_MAX_ITERATIONS", 1)
     problem = small_problem(seed)
     ix = index_work(build_work(problem))
     form = build(ix, flow=True)
-    solve_highs_lp, solve_pdlp = lp._solve_highs_lp, lp._solve_pdlp
+    solve_highs_lp = lp._solve_highs_lp
     _, simplex_bound = solve_highs_lp(form, None, barrier=False)
     runs = []
-    monkeypatch.setattr(lp, "_solve_pdlp", lambda *a: runs.append(a[2]) or solve_pdlp(*a))
     monkeypatch.setattr(lp, "_solve_highs_lp",
-                        lambda *a, **k: runs.append("barrier") or solve_highs_lp(*a, **k))
+                        lambda *a, **k: runs.append(k) or solve_highs_lp(*a, **k))
     x, bound = lp.solve_lp(form, None)
-    assert runs == [lp.NO_RESTARTS, lp.ADAPTIVE_RESTARTS] + ["barrier"] * (adaptive_cap == 1)
-    assert bound == pytest.approx(simplex_bound, rel=1e-5, abs=1e-5)
+    assert runs == [{"barrier": True}]
+    assert bound == pytest.approx(simplex_bound, rel=1e-6, abs=1e-6)
     assert bound <= simplex_bound + 1e-9 * max(1.0, abs(simplex_bound))
     assert x is not None and ix.evaluate(x) >= bound - 1e-9
 
@@ -111,7 +107,7 @@ def test_pdlp_answer_does_not_depend_on_its_threads(monkeypatch):
     answers = []
     for processes in (1, 2):  # 2 threads, then 1
         lp.share_cores(processes)
-        answers.append(lp._solve_pdlp(form, None, *lp.PDLP_RUNS[0]))
+        answers.append(lp._solve_pdlp(form, None))
     (x1, bound1, _), (x2, bound2, _) = answers
     assert lp._threads == 1 and np.array_equal(x1, x2) and bound1 == bound2
 

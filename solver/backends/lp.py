@@ -5,22 +5,27 @@ variables) under a second. Large ones (3-axis meshes: ~400 k variables, most of 
 arcs) go to PDLP, OR-Tools' first-order primal-dual method, which needs only matrix-vector
 products.
 
-PDLP runs twice at most, each from scratch with an iteration cap (a count, not a time, so
-the answer stays the same bytes on every machine):
+PDLP runs **without restarts**, up to 5,000 iterations (a count, not a time, so the answer
+stays the same bytes on every machine). On these LPs that is usually 2–4× faster than its
+default adaptive restarts: the periodic LP of llama3.1-405b on 8×8×8 (406 k variables) takes
+2,112 iterations instead of 7,040 (6.4 s instead of 24 s), llama3-8b-shaped 4×4×4 1,472
+instead of 4,224. 8 of the 10 3-axis LPs of the 64-device llama3-8b sweep converge within
+the cap, in 1,472–4,992 iterations.
 
-1. **Without restarts, up to 5,000 iterations.** On these LPs it is usually 2–4× faster
-   than PDLP's default adaptive restarts. The periodic LP of llama3.1-405b on 8×8×8
-   (406 k variables) takes 2,112 iterations instead of 7,040. llama3-8b-shaped 4×4×4
-   takes 1,472 instead of 4,224. 8 of the 10 3-axis LPs of the 64-device llama3-8b sweep
-   converge here, in 1,472–4,992 iterations.
-2. **Adaptive restarts, up to 10,000 iterations.** Some LPs never settle without restarts:
-   dp=16,fsdp=2,tp=2 is not converged after 20,000 iterations, but converges in 8,512 with
-   them. Warm-starting this run from the first one's point made it slower (15,000
-   iterations, not converged), so it starts cold.
+Some LPs never settle without restarts (dp=16,fsdp=2,tp=2: not converged after 20,000
+iterations). Past the cap HiGHS' barrier solves the LP, with crossover, and the better of
+the two bounds is kept. Measured on the three such LPs met so far (2 threads), against
+the alternatives:
 
-Past both caps, HiGHS' barrier without crossover solves the LP, and the best bound of all
-runs is kept. llama3-8b-shaped dp=2,fsdp=2,tp=16 needs ~30 k adaptive iterations (106 s),
-where the barrier takes 34 s.
+| LP (variables) | barrier, crossover | barrier alone | adaptive restarts |
+|---|---|---|---|
+| dp=16,fsdp=2,tp=2 (383 k) | 36 s, 1 node fractional | 30 s, 96 | 8,512 iterations, 37 s |
+| dp=2,fsdp=2,tp=16 (342 k) | 48 s, 129 fractional | 32 s, 190 | ~30 k, 106 s |
+| dp=4,fsdp=2,tp=2 on 16 (560 k) | 80 s, 8 fractional | 62 s, 69 | > 10 k |
+
+The crossover's vertex decodes to a plan that needs little or no polish (without it,
+dp=16,fsdp=2,tp=2 ended 0.22 % above its bound; with it, proven optimal). Warm-starting any
+PDLP run from an earlier one's point was slower every time it was tried.
 
 A first-order method's answer is approximate, so the bound never comes from the method
 itself: ``dual_bound`` turns *any* row multipliers into a lower bound by weak duality over
@@ -48,10 +53,8 @@ PDLP_EPS = 1e-6
 # the sharding of PDLP's vectors fixes its summation order: with it fixed the answer is the
 # same bytes for any number of threads (checked on 1 and 2 threads)
 PDLP_SHARDS = 8
-NO_RESTARTS, ADAPTIVE_RESTARTS = 1, 3  # PrimalDualHybridGradientParams.RestartStrategy
-# (restart strategy, iteration cap) of the PDLP runs tried in turn, each from scratch (module
-# docstring): without restarts first, then PDLP's default adaptive restarts
-PDLP_RUNS = ((NO_RESTARTS, 5_000), (ADAPTIVE_RESTARTS, 10_000))
+NO_RESTARTS = 1  # PrimalDualHybridGradientParams.RestartStrategy (module docstring)
+PDLP_MAX_ITERATIONS = 5_000  # the slowest LP that converges without restarts needs 4,992
 
 
 def _usable_cores() -> int:
@@ -109,32 +112,21 @@ def solve_lp(form: Formulation, time_limit: float | None) -> tuple[np.ndarray | 
     if form.num_vars < PDLP_MIN_VARS or form.memory_rows:
         return _solve_highs_lp(form, time_limit, barrier=False)
     start = time.perf_counter()
-    x, bound = None, -math.inf
-    for restarts, iterations in PDLP_RUNS:
-        remaining = _remaining(time_limit, start)
-        if remaining is not None and remaining <= 0:
-            return x, bound
-        run_x, run_bound, converged = _solve_pdlp(form, remaining, restarts, iterations)
-        if run_bound >= bound:
-            x, bound = (run_x if run_x is not None else x), run_bound
-        if converged:
-            return x, bound
-    remaining = _remaining(time_limit, start)
-    if remaining is not None and remaining <= 0:
+    x, bound, converged = _solve_pdlp(form, time_limit)
+    if converged:
         return x, bound
-    barrier_x, barrier_bound = _solve_highs_lp(form, remaining, barrier=True)
+    if time_limit is not None:
+        time_limit -= time.perf_counter() - start
+        if time_limit <= 0:
+            return x, bound
+    barrier_x, barrier_bound = _solve_highs_lp(form, time_limit, barrier=True)
     return (barrier_x if barrier_x is not None else x), max(bound, barrier_bound)
-
-
-def _remaining(time_limit: float | None, start: float) -> float | None:
-    return None if time_limit is None else time_limit - (time.perf_counter() - start)
 
 
 def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool
                     ) -> tuple[np.ndarray | None, float]:
-    """HiGHS' dual simplex (its own bound is exact), or its barrier without crossover (the
-    crossover and simplex clean-up were 12 s of 48 s on 405b), whose bound comes from
-    ``dual_bound``."""
+    """HiGHS' dual simplex (its own bound is exact), or its barrier with crossover (module
+    docstring), whose bound comes from ``dual_bound``."""
     from ortools.math_opt import parameters_pb2, result_pb2, solution_pb2
 
     from solver.backends import mathopt
@@ -143,7 +135,7 @@ def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool
     params, model_params = mathopt.parameters(time_limit, 0.0, None, form)
     if barrier:
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_BARRIER
-        params.highs.string_options["run_crossover"] = "off"
+        params.highs.string_options["run_crossover"] = "on"
     else:
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_DUAL_SIMPLEX
         params.presolve = parameters_pb2.EMPHASIS_OFF  # 5.2 s vs 11.4 s on GPT-2 training
@@ -167,7 +159,7 @@ def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool
     return None, bound
 
 
-def _solve_pdlp(form: Formulation, time_limit: float | None, restarts: int, iterations: int
+def _solve_pdlp(form: Formulation, time_limit: float | None
                 ) -> tuple[np.ndarray | None, float, bool]:
     """``(x, bound, converged)`` by PDLP straight from the arrays (its Python binding takes
     a SciPy matrix: no proto of a million terms). Only for LPs without memory rows, which
@@ -190,11 +182,11 @@ def _solve_pdlp(form: Formulation, time_limit: float | None, restarts: int, iter
     params = solvers_pb2.PrimalDualHybridGradientParams()
     params.num_threads = _threads
     params.num_shards = PDLP_SHARDS
-    params.restart_strategy = restarts
+    params.restart_strategy = NO_RESTARTS
     criteria = params.termination_criteria
     criteria.simple_optimality_criteria.eps_optimal_relative = PDLP_EPS
     criteria.simple_optimality_criteria.eps_optimal_absolute = PDLP_EPS
-    criteria.iteration_limit = iterations
+    criteria.iteration_limit = PDLP_MAX_ITERATIONS
     if time_limit is not None:
         criteria.time_sec_limit = max(time_limit, 0.01)
     result = pdlp.primal_dual_hybrid_gradient(program, params)
@@ -204,7 +196,7 @@ def _solve_pdlp(form: Formulation, time_limit: float | None, restarts: int, iter
         return None, -math.inf, False  # the solver refused the input (its log says why)
     log = result.solve_log
     converged = log.termination_reason == solve_log_pb2.TERMINATION_REASON_OPTIMAL
-    logger.info("PDLP (restart strategy %d): %d variables, %d iterations, %.1f s, %s",
-                restarts, form.num_vars, log.iteration_count, log.solve_time_sec,
+    logger.info("PDLP: %d variables, %d iterations, %.1f s, %s",
+                form.num_vars, log.iteration_count, log.solve_time_sec,
                 solve_log_pb2.TerminationReason.Name(log.termination_reason))
     return decode(form, primal), dual_bound(form, duals, factor), converged
