@@ -48,6 +48,9 @@ def main(verbose: int) -> None:
               help="Write plan.json, costs.csv and reshards.csv into this directory.")
 @click.option("--force", is_flag=True, help="Overwrite files already in --out.")
 @click.option("--time-limit", type=float, default=None, help="Solver time limit in seconds.")
+@click.option("--gap", type=float, default=None,
+              help="Relative gap to the proven lower bound at which the solver may stop, e.g. "
+                   "1e-3 for 0.1 % (default 1e-6: prove the plan optimal).")
 @click.option("--allow-uneven", is_flag=True,
               help="Also shard dims that do not divide (torch.chunk sizes; the largest shard "
                    "is costed). Such layouts are never resharded.")

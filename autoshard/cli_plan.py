@@ -16,6 +16,7 @@ from autoshard.planner import plan
 from autoshard.summary import summary_text
 from costmodel import parse_bytes
 from graphs import OpGraph, load, zoo
+from solver import OPTIMALITY_GAP
 
 OUTPUT_FILES = ("plan.json", "costs.csv", "reshards.csv")
 SHAPE_OVERRIDES = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
@@ -54,7 +55,7 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
              memory: str | None, training: bool, out_dir: Path | None, force: bool,
              time_limit: float | None, quiet: bool, as_json: bool, allow_uneven: bool = False,
              optimizer: str = "adamw", recompute: str = "none", reserve: str = "0",
-             verify: bool = False, **overrides: Any) -> None:
+             verify: bool = False, gap: float | None = None, **overrides: Any) -> None:
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
     check_out_dir(out_dir, force)
@@ -65,20 +66,24 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
                   memory_limit=limit, time_limit=time_limit, model_name=model,
                   allow_uneven=allow_uneven, training=training, optimizer=optimizer,
                   recompute=recompute, reserve=float(parse_bytes(reserve)),
-                  progress=sys.stderr.isatty() and not quiet)
+                  progress=sys.stderr.isatty() and not quiet,
+                  gap=OPTIMALITY_GAP if gap is None else gap)
     if verify:
         from autoshard.verify import verify_and_attach
 
         result = verify_and_attach(result, graph)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
     if not result.objective.optimal:
-        gap = result.objective.gap
+        gap, requested_gap = result.objective.gap, OPTIMALITY_GAP if gap is None else gap
         where = (f"at a gap of {gap:.4%}" if math.isfinite(gap)
                  else "before proving any lower bound")
         restricted = [n for n in result.notes if n.startswith("search restricted:")]
         if restricted and result.objective.status != "time_limit":
             click.echo(f"autoshard: warning: {restricted[0]}; the plan is within "
                        f"{gap:.4%} of the best possible, not proven optimal", err=True)
+        elif result.objective.status == "feasible" and gap <= requested_gap:
+            click.echo(f"autoshard: warning: the solver stopped at a gap of {gap:.4%}, within "
+                       f"--gap {requested_gap:g}; the plan is not proven optimal", err=True)
         else:
             click.echo(f"autoshard: warning: the solver stopped {where} "
                        f"({result.objective.status}); the plan is the best found, not proven "

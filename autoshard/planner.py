@@ -64,6 +64,7 @@ class PlanOptions:
     backend: str = "auto"
     model_name: str | None = None
     progress: bool = False
+    gap: float = solver.OPTIMALITY_GAP
 
 
 def plan(
@@ -82,6 +83,7 @@ def plan(
     backend: str = "auto",
     model_name: str | None = None,
     progress: bool = False,
+    gap: float = solver.OPTIMALITY_GAP,
 ) -> Plan:
     """Plan the sharding of every tensor of ``graph`` on ``mesh``.
 
@@ -100,6 +102,9 @@ def plan(
         reserve: bytes per device kept free (CUDA context, fragmentation); it is part of the
             reported peak and the solver fits the rest into ``memory_limit - reserve``.
         progress: show progress bars on stderr for phases longer than a second.
+        gap: relative gap to the proven lower bound at which the solver may stop. The
+            default proves the plan optimal; a what-if study may take 1e-3 (what sweeps use),
+            which is far below what separates mesh shapes and spares most of a 3-axis solve.
 
     Returns:
         The :class:`~autoshard.plan.Plan`.
@@ -108,12 +113,13 @@ def plan(
         autoshard.errors.AutoshardError subclasses: bad mesh or links, infeasible memory.
     """
     _check_reserve(reserve, memory_limit, topology)
+    check_gap(gap)
     if training and not any(t.role is TensorRole.GRAD for t in graph.tensors.values()):
         graph = training_step_graph(graph, optimizer, recompute)
     topo = pc.resolve_topology(topology)
     options = PlanOptions(memory_limit=memory_limit, reserve=float(reserve), time_limit=time_limit,
                           allow_uneven=allow_uneven, backend=backend, model_name=model_name,
-                          progress=progress)
+                          progress=progress, gap=float(gap))
     return _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
                     options).run()
 
@@ -125,6 +131,17 @@ def _check_reserve(reserve: float, memory_limit: float | None, topology: Topolog
     if reserve < 0 or reserve >= limit:
         raise UsageError(f"the memory reserve of {format_bytes(reserve)} leaves nothing of the "
                          f"{format_bytes(limit)} per device; lower --reserve or raise --memory")
+
+
+MAX_GAP = 0.1
+
+
+def check_gap(gap: float) -> None:
+    """Below ``OPTIMALITY_GAP`` the solvers' own tolerances cannot deliver; above ``MAX_GAP``
+    the plan says little about the mesh it was made for."""
+    if not solver.OPTIMALITY_GAP <= gap <= MAX_GAP:
+        raise UsageError(f"the gap {gap!r} is outside [{solver.OPTIMALITY_GAP:g}, {MAX_GAP:g}]; "
+                         f"pass --gap as a fraction, e.g. 1e-3 for 0.1 %")
 
 
 def training_step_graph(graph: OpGraph, optimizer: str, recompute: str) -> OpGraph:
@@ -206,7 +223,8 @@ class _Planner:
         options = self.options
         budget = limit - options.reserve
         start = time.perf_counter()
-        free = solver.solve(relaxed, time_limit=options.time_limit, backend=options.backend)
+        free = solver.solve(relaxed, time_limit=options.time_limit, backend=options.backend,
+                            gap=options.gap)
         if self.memory.peak(free.choices) <= budget:
             return free
         problem = solver.ChoiceProblem(node_costs=relaxed.node_costs, edges=relaxed.edges,
@@ -218,7 +236,7 @@ class _Planner:
         try:
             # the unconstrained optimum is a proven lower bound of the constrained problem
             return solver.solve(problem, time_limit=remaining, backend=options.backend,
-                                known_bound=free.bound)
+                                known_bound=free.bound, gap=options.gap)
         except solver.Infeasible as exc:
             raise MemoryTooSmallError(needed_bytes=float(exc.min_peak) + options.reserve,
                                       limit_bytes=float(limit), mesh=str(self.mesh)) from None
@@ -262,14 +280,23 @@ class _Planner:
             memory_breakdown=dict(sorted(breakdown.items())),
             tensors=tensors, ops=op_records, reshards=tuple(reshards),
             fingerprint=fingerprint(self.graph, self.mesh, self.topology, self.links),
-            notes=NOTES + ((f"search restricted: {solution.restricted}; the lower bound "
-                            f"and gap are those of the unrestricted problem",)
-                           if solution.restricted else ()),
+            notes=NOTES + self._solver_notes(solution),
             stats={**{k: round(v, 6) for k, v in self.timings.items()},
                    "ops": len(self.ops), "options": int(sum(len(s) for s in self.strategies)),
                    "edges": len(edges), "solver": solution.stats.backend,
                    "layers": 0 if self.blocks is None else len(self.blocks)},
         )
+
+
+    def _solver_notes(self, solution: Any) -> tuple[str, ...]:
+        notes = []
+        if solution.restricted:
+            notes.append(f"search restricted: {solution.restricted}; the lower bound and gap "
+                         f"are those of the unrestricted problem")
+        if self.options.gap > solver.OPTIMALITY_GAP:
+            notes.append(f"solved to a relative gap of {self.options.gap:g} (--gap), not to "
+                         f"proven optimality")
+        return tuple(notes)
 
 
 def _tensor_records(graph: OpGraph, ops: list[Any], chosen: list[Strategy], links: MeshLinks,

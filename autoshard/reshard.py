@@ -189,31 +189,44 @@ def reshard_cost_matrix(srcs: Sequence[TensorSharding], dsts: Sequence[TensorSha
 def _small_matrix(unique_src: list[TensorSharding], unique_dst: list[TensorSharding],
                   shape: tuple[int, ...], itemsize: int, links: MeshLinks,
                   device_hbm_bw: float | None) -> np.ndarray:
-    """Costs between distinct shardings: one memoized search per (source, target Partials)."""
+    """Costs between distinct shardings: one memoized search per (source, target Partials).
+
+    Targets are looked up once per search space (state id, or -1 for an uneven layout),
+    not once per pair: hashing a nested state and checking its divisibility for each of
+    the 294 k pairs of a 3-axis llama3-8b cost 0.25 s of its 3.8 s of edge pricing."""
     small = np.empty((len(unique_src), len(unique_dst)))
     targets = [state_of(dst) for dst in unique_dst]
+    columns: dict[Any, list[int]] = {}
+    for j, target in enumerate(targets):
+        columns.setdefault(target[1], []).append(j)
+    target_ids: dict[Any, list[int]] = {}
     for i, src in enumerate(unique_src):
-        searches: dict[Any, tuple[PathSearch | None, list[int]]] = {}
+        for allowed, js in columns.items():
+            search = _search_from(src, allowed, shape, itemsize, links, device_hbm_bw)
+            if search is None:
+                small[i, js] = math.inf
+                continue
+            ids = target_ids.get(allowed)
+            if ids is None:
+                ids = target_ids[allowed] = [_target_id(search.space, targets[j]) for j in js]
+            cost = search.cost_of_id
+            small[i, js] = [math.inf if t < 0 else cost(t) for t in ids]
+    for i, src in enumerate(unique_src):  # equal shardings cost nothing, even uneven ones
         for j, dst in enumerate(unique_dst):
             if src == dst:
                 small[i, j] = 0.0
-                continue
-            allowed = targets[j][1]
-            if allowed not in searches:
-                search = _search_from(src, allowed, shape, itemsize, links, device_hbm_bw)
-                searches[allowed] = (search, [])
-            searches[allowed][1].append(j)
-        for search, columns in searches.values():
-            for j in columns:
-                small[i, j] = math.inf if search is None else _target_cost(search, targets[j])
     return small
 
 
-def _target_cost(search: PathSearch, target: State) -> float:
-    space = search.space
+def _target_id(space: SearchSpace, target: State) -> int:
     if not is_divisible(target[0], space.sizes, space.shape):
-        return math.inf
-    return search.cost_of_id(space.id_of(target))
+        return -1
+    return space.id_of(target)
+
+
+def _target_cost(search: PathSearch, target: State) -> float:
+    target_id = _target_id(search.space, target)
+    return math.inf if target_id < 0 else search.cost_of_id(target_id)
 
 
 def _check(src: TensorSharding, dst: TensorSharding, global_shape: Sequence[int],

@@ -174,6 +174,7 @@ def _prepare(out_dir: Path, csv_path: Path, *, resume: bool, force: bool
 
 
 SETTINGS_NAME = "sweep-settings.json"
+LEGACY_GAP = 1e-6  # what every point was solved to before sweeps had --gap
 
 
 def _check_settings(out_dir: Path, settings: RunSettings, *, resume: bool) -> None:
@@ -183,11 +184,12 @@ def _check_settings(out_dir: Path, settings: RunSettings, *, resume: bool) -> No
     current = {name: getattr(settings, name) for name in RunSettings.__dataclass_fields__}
     if resume and path.exists():
         stored = json.loads(path.read_text())
+        stored.setdefault("gap", LEGACY_GAP)
         changed = sorted(k for k in current if stored.get(k) != current[k])
         if changed:
             detail = ", ".join(f"{k} {stored.get(k)!r} → {current[k]!r}" for k in changed)
             raise UsageError(f"{out_dir} was swept with other planner settings ({detail}); "
-                             "resume with the same --memory/--reserve/--time-limit, or pass "
+                             "resume with the same --memory/--reserve/--time-limit/--gap, or pass "
                              "--force to start over")
     path.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
 
@@ -285,6 +287,7 @@ def canonical_command(spec: SweepSpec, settings: RunSettings, out_dir: Path,
         args += ["--reserve", str(int(settings.reserve))]
     if settings.time_limit is not None:
         args += ["--time-limit", repr(settings.time_limit)]
+    args += ["--gap", repr(settings.gap)]
     if plans is not PlanFiles.ALL:
         args += ["--plans", plans.value]
     return shlex.join([*args, "--out", str(out_dir)])

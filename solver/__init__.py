@@ -21,10 +21,11 @@ from solver.errors import (
     UnknownBackendError,
 )
 from solver.problem import ChoiceProblem
-from solver.solution import Solution, SolveStats, SolveStatus
+from solver.solution import OPTIMALITY_GAP, Solution, SolveStats, SolveStatus
 
 __all__ = [
     "BACKENDS",
+    "OPTIMALITY_GAP",
     "ChoiceProblem",
     "Infeasible",
     "InvalidProblemError",

@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import math
 import time
+from typing import Any
 
 import numpy as np
 
@@ -169,22 +170,20 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         # 300 s limit: 10,000 PDLP iterations plus the barrier on 560 k variables took ~140 s
         # on one core, the LP gave up, and the tied search ran out of time at a 3.6 % gap.)
         remaining = clock.remaining()
-        x, lp_bound = solve_lp(lp.form, None if remaining is None else remaining * 2 / 3)
+        x, lp_bound = solve_lp(lp.form, None if remaining is None else remaining * 2 / 3, gap)
         clock.lap("periodic_lp")
         after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
         bound = max(bound, lp_bound)
         if x is not None:
-            choices = expand(chain, agg, lp.lift(x), problem.num_nodes)
-            value, polished = problem.evaluate(choices), False
-            if not _closed(value, bound, gap):
-                answer = _polish(problem, chain, ends, choices, clock, gap)
-                if answer is not None and answer.objective <= value:
-                    choices, value, polished = answer.choices, answer.objective, answer.optimal
+            choices, value, polished = _periodic_plan(problem, chain, agg, lp, ends, x, bound,
+                                                      clock, gap)
             if value < best_value:
                 best, best_value, restriction = choices, value, _periodic_restriction(
                     ends, polished)
         if best is not None and _closed(best_value, bound, gap):
-            return _finish(problem, best, bound, False, clock, "periodic", before, after)
+            return _restricted_unless_optimal(
+                _finish(problem, best, bound, False, clock, "periodic", before, after),
+                restriction)
         if lp_bound == -math.inf:
             break  # out of time
         logger.info("periodic LP with %d distinct end blocks: bound %.6g, plan %.6g", ends,
@@ -196,10 +195,30 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
     else:
         answer = _solve_restricted(problem, chain, clock, gap, before, bound)
     if best is not None and (answer is None or best_value < answer.objective):
-        solution = _finish(problem, best, bound, False, clock, "periodic", before, after)
-        return solution if solution.optimal else dataclasses.replace(
-            solution, restricted=restriction)
+        return _restricted_unless_optimal(
+            _finish(problem, best, bound, False, clock, "periodic", before, after), restriction)
     return answer
+
+
+def _periodic_plan(problem: ChoiceProblem, chain: Chain, agg: Any, lp: Any, ends: int,
+                   x: np.ndarray, bound: float, clock: _Clock, gap: float
+                   ) -> tuple[tuple[int, ...], float, bool]:
+    """The LP's x as a plan of the whole chain, polished when it misses ``bound`` by more
+    than ``gap``: ``(choices, value, polished to optimal)``."""
+    choices = expand(chain, agg, lp.lift(x), problem.num_nodes)
+    value, polished = problem.evaluate(choices), False
+    if not _closed(value, bound, gap):
+        answer = _polish(problem, chain, ends, choices, clock, gap)
+        if answer is not None and answer.objective <= value:
+            choices, value, polished = answer.choices, answer.objective, answer.optimal
+    return choices, value, polished
+
+
+def _restricted_unless_optimal(solution: Solution, restriction: str) -> Solution:
+    """A periodic plan short of proven optimal (within a looser ``gap``, or the search for
+    better stopped) says which restriction it came from."""
+    return solution if solution.optimal else dataclasses.replace(
+        solution, restricted=restriction)
 
 
 def _periodic_restriction(ends: int, polished: bool) -> str:

@@ -63,9 +63,10 @@ def test_json_summary_is_machine_readable(small_model) -> None:
     (("--optimizer", "sgd"), "--training"),
     (("--reserve", "2GiX"), "2GiX"),
     (("--training", "--reserve", "100TiB"), "reserve"),
+    (("--gap", "0"), "--gap"),
 ], ids=["zero-axis", "duplicate-axis", "axis-without-size", "memory-unit", "unknown-model",
         "missing-file", "unknown-topology", "link-syntax", "link-unknown-axis",
-        "optimizer-without-training", "reserve-unit", "reserve-over-limit"])
+        "optimizer-without-training", "reserve-unit", "reserve-over-limit", "gap-zero"])
 def test_bad_input_gets_one_line_and_exit_2(args, needle) -> None:
     result = run("plan", *args)
     assert result.exit_code == 2, result.output
@@ -86,3 +87,19 @@ def test_malformed_graph_file(tmp_path) -> None:
     bad.write_text('{"format": "autoshard.graph/v1", "tensors": {')
     result = run("plan", "--model", str(bad))
     assert result.exit_code == 2 and "bad.json" in result.output
+
+
+def test_a_looser_gap_is_stated_and_kept(tmp_path) -> None:
+    """--gap lets the solver stop short of proving optimality; the plan must say so, and its
+    bound must still be below the proven optimum of the same input."""
+    args = ("plan", "--model", "gpt2", "--layers", "6", "--mesh", "dp=2,tp=2", "--training",
+            "--json")
+    exact = json.loads(run(*args).output)["objective"]
+    loose_run = run(*args, "--gap", "0.05", "--out", str(tmp_path / "loose"))
+    assert loose_run.exit_code == 0, loose_run.output
+    loose = json.loads((tmp_path / "loose" / "plan.json").read_text())
+    objective = loose["objective"]
+    assert exact["optimal"] and objective["gap"] <= 0.05
+    assert objective["lower_bound_s"] <= exact["total_s"] * (1 + 1e-9)
+    assert objective["total_s"] >= exact["total_s"] * (1 - 1e-9)
+    assert any("relative gap of 0.05 (--gap)" in note for note in loose["notes"])

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solver import ChoiceProblem, solve
+from solver.backends import lp
 from solver.exact import exhaustive
 from solver.periodic import aggregate, find_chain
 
@@ -155,3 +156,26 @@ def test_layers_that_must_differ_to_fit_are_not_called_infeasible() -> None:
     answer = solve(problem)
     assert answer.objective == pytest.approx(best)
     assert answer.choices[1] == 0 and answer.choices[2] == 1
+
+
+@pytest.mark.parametrize("seed", (0, 22, 25, 29, 38))  # 22.. stop short of optimal
+def test_a_looser_gap_loosens_pdlp_and_keeps_a_true_bound(seed, monkeypatch) -> None:
+    """A looser gap (sweeps take 1e-3) lets PDLP stop at a tenth of it, yet the bound
+    must still be below the true optimum and the plan within the gap of it."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    tolerances = []
+    real = lp._solve_pdlp
+
+    def spy(form, time_limit, eps):
+        tolerances.append(eps)
+        return real(form, time_limit, eps)
+
+    monkeypatch.setattr(lp, "_solve_pdlp", spy)
+    problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
+    _, best = exhaustive(problem)
+    answer = solve(problem, gap=0.1)
+    assert tolerances and set(tolerances) == {1e-2}
+    assert answer.bound <= best + 1e-9
+    assert best - 1e-9 <= answer.objective <= answer.bound + 0.1 * answer.objective + 1e-9
+    assert answer.optimal or answer.restricted  # stopping short says what the plan assumed
+

@@ -185,7 +185,9 @@ def test_memory_too_small_is_recorded_per_point_not_fatal(tmp_path: Path) -> Non
     (("--model", "lama3-8b", "--devices", "8"), "llama3-8b"),
     (("--model", "gpt2", "--devices", "8", "--link", "dp"), "--link"),
     (("--model", "gpt2", "--devices", "8", "--executor", "dask"), "--scheduler"),
-], ids=["not-int", "one", "axes", "prime", "unknown-model", "bad-link", "dask-no-scheduler"])
+    (("--model", "gpt2", "--devices", "8", "--gap", "5"), "--gap"),
+], ids=["not-int", "one", "axes", "prime", "unknown-model", "bad-link", "dask-no-scheduler",
+        "gap"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args, needle) -> None:
     result = run(*args, "--out", str(tmp_path / "x"))
     assert result.exit_code == 2
@@ -244,3 +246,20 @@ def test_resume_refuses_other_planner_settings(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "memory_limit None → 1073741824.0" in result.output
     again = run(*TINY_MLP, "--out", str(out), "--resume", "--plans", "none")
     assert again.exit_code == 0 and "0 computed, 3 already done" in again.output
+
+
+def test_a_sweep_from_before_gap_resumes_only_at_its_own_gap(tmp_path: Path) -> None:
+    """Sweep directories written before --gap hold points solved to 1e-6: resuming them at
+    the new default would mix two stopping rules in one table."""
+    out = tmp_path / "legacy"
+    assert run(*TINY_MLP, "--out", str(out), "--plans", "none", "--gap", "1e-6").exit_code == 0
+    settings_file = out / "sweep-settings.json"
+    stored = json.loads(settings_file.read_text())
+    assert stored["gap"] == 1e-6
+    del stored["gap"]
+    settings_file.write_text(json.dumps(stored))
+    result = run(*TINY_MLP, "--out", str(out), "--resume", "--plans", "none")
+    assert result.exit_code == 2 and "gap 1e-06 → 0.001" in result.output
+    again = run(*TINY_MLP, "--out", str(out), "--resume", "--plans", "none", "--gap", "1e-6")
+    assert again.exit_code == 0 and "0 computed, 3 already done" in again.output
+    assert "--gap 1e-06" in (out / "summary.md").read_text()
