@@ -277,8 +277,8 @@ def _solve_restricted(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: 
         clock.phases.append((f"restricted_{name}", seconds))
     clock.mark = time.perf_counter()
     bound = -math.inf if known_bound is None else known_bound
-    if answer.optimal and bound >= answer.objective * (1 - gap):
-        bound = answer.objective
+    if answer.optimal and bound >= answer.objective * (1 - OPTIMALITY_GAP):
+        bound = answer.objective  # not ``gap``: a looser gap must not be called optimal
     timed_out = answer.status is SolveStatus.TIME_LIMIT
     after = (answer.stats.nodes_after, answer.stats.options_after, answer.stats.edges_after)
     solution = _finish(problem, answer.choices, bound, timed_out, clock, "restricted", before,

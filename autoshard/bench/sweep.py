@@ -5,7 +5,7 @@ one ``autoshard plan --out`` per point (every run pays the interpreter, the impo
 graph build and cold strategy/cost caches), then one ``autoshard sweep`` over all of them
 (one import, the graph built once per worker, caches warm from one mesh to the next). Rows
 give wall seconds per method and the ratio; ``same_objectives`` checks that both ways found
-plans of the same cost point by point.
+plans of the same cost point by point (both ways stop at the sweep's gap).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pandas as pd
 
 from autoshard.bench.machine import header_lines
 from autoshard.sweep_points import SweepSpec, enumerate_points
+from autoshard.sweep_runner import SWEEP_GAP
 from autoshard.sweep_table import read_rows
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,8 @@ def _independent(config: dict, work: Path) -> tuple[float, dict[str, float]]:
     for point in enumerate_points(spec):
         out = work / "plans" / point.mesh_text.replace(",", "_").replace("=", "")
         seconds += _timed(["plan", "--model", config["model"], "--mesh", point.mesh_text,
-                           *config["shape"], "--out", str(out), "--force", "--quiet"])
+                           *config["shape"], "--gap", repr(SWEEP_GAP), "--out", str(out),
+                           "--force", "--quiet"])
         objective = json.loads((out / "plan.json").read_text())["objective"]["total_s"]
         objectives[point.mesh_text] = objective
     return seconds, objectives
