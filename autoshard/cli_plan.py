@@ -59,6 +59,7 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
     check_out_dir(out_dir, force)
+    requested_gap = OPTIMALITY_GAP if gap is None else gap
     mesh = Mesh.parse(mesh_text)
     graph = load_model(model, {k: overrides.get(k) for k in SHAPE_OVERRIDES})
     limit = float(parse_bytes(memory)) if memory is not None else None
@@ -66,15 +67,14 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
                   memory_limit=limit, time_limit=time_limit, model_name=model,
                   allow_uneven=allow_uneven, training=training, optimizer=optimizer,
                   recompute=recompute, reserve=float(parse_bytes(reserve)),
-                  progress=sys.stderr.isatty() and not quiet,
-                  gap=OPTIMALITY_GAP if gap is None else gap)
+                  progress=sys.stderr.isatty() and not quiet, gap=requested_gap)
     if verify:
         from autoshard.verify import verify_and_attach
 
         result = verify_and_attach(result, graph)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
     if not result.objective.optimal:
-        gap, requested_gap = result.objective.gap, OPTIMALITY_GAP if gap is None else gap
+        gap = result.objective.gap
         where = (f"at a gap of {gap:.4%}" if math.isfinite(gap)
                  else "before proving any lower bound")
         restricted = [n for n in result.notes if n.startswith("search restricted:")]

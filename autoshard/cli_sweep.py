@@ -14,7 +14,6 @@ import click
 
 from autoshard.cli_common import friendly_errors
 from autoshard.errors import UsageError
-from autoshard.planner import check_gap
 from autoshard.sweep import ExecutorKind, PlanFiles, canonical_command, sweep
 from autoshard.sweep_points import DEFAULT_LINKS, SweepSpec, parse_axes, parse_int_list
 from autoshard.sweep_runner import SWEEP_GAP, RunSettings
@@ -111,7 +110,6 @@ def spec_from_options(options: dict[str, Any]) -> tuple[SweepSpec, RunSettings]:
     settings = RunSettings(memory_limit=float(parse_bytes(memory)) if memory else None,
                            reserve=float(parse_bytes(options["reserve"])),
                            time_limit=options["time_limit"], gap=options["gap"])
-    check_gap(settings.gap)
     return spec, settings
 
 

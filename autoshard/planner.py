@@ -287,7 +287,6 @@ class _Planner:
                    "layers": 0 if self.blocks is None else len(self.blocks)},
         )
 
-
     def _solver_notes(self, solution: Any) -> tuple[str, ...]:
         notes = []
         if solution.restricted:

@@ -27,6 +27,7 @@ from typing import Any
 
 from autoshard.bench.machine import machine_line
 from autoshard.errors import OutputExistsError, UsageError
+from autoshard.planner import check_gap
 from autoshard.sweep_points import DEFAULT_LINKS, Point, SweepSpec, enumerate_points
 from autoshard.sweep_runner import (
     PointResult,
@@ -115,6 +116,7 @@ def sweep(spec: SweepSpec, out_dir: Path, *, settings: RunSettings | None = None
         ['dp=2']
     """
     settings = settings or RunSettings()
+    check_gap(settings.gap)  # once here, not as an error row per point
     _check_run_options(jobs, executor, scheduler)
     spec = with_default_shape(spec)
     csv_path = out_dir / CSV_NAME

@@ -17,7 +17,6 @@ import dataclasses
 import logging
 import math
 import time
-from typing import Any
 
 import numpy as np
 
@@ -175,8 +174,12 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
         bound = max(bound, lp_bound)
         if x is not None:
-            choices, value, polished = _periodic_plan(problem, chain, agg, lp, ends, x, bound,
-                                                      clock, gap)
+            choices = expand(chain, agg, lp.lift(x), problem.num_nodes)
+            value, polished = problem.evaluate(choices), False
+            if not _closed(value, bound, gap):
+                answer = _polish(problem, chain, ends, choices, clock, gap)
+                if answer is not None and answer.objective <= value:
+                    choices, value, polished = answer.choices, answer.objective, answer.optimal
             if value < best_value:
                 best, best_value, restriction = choices, value, _periodic_restriction(
                     ends, polished)
@@ -198,20 +201,6 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         return _restricted_unless_optimal(
             _finish(problem, best, bound, False, clock, "periodic", before, after), restriction)
     return answer
-
-
-def _periodic_plan(problem: ChoiceProblem, chain: Chain, agg: Any, lp: Any, ends: int,
-                   x: np.ndarray, bound: float, clock: _Clock, gap: float
-                   ) -> tuple[tuple[int, ...], float, bool]:
-    """The LP's x as a plan of the whole chain, polished when it misses ``bound`` by more
-    than ``gap``: ``(choices, value, polished to optimal)``."""
-    choices = expand(chain, agg, lp.lift(x), problem.num_nodes)
-    value, polished = problem.evaluate(choices), False
-    if not _closed(value, bound, gap):
-        answer = _polish(problem, chain, ends, choices, clock, gap)
-        if answer is not None and answer.objective <= value:
-            choices, value, polished = answer.choices, answer.objective, answer.optimal
-    return choices, value, polished
 
 
 def _restricted_unless_optimal(solution: Solution, restriction: str) -> Solution:
