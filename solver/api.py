@@ -35,6 +35,7 @@ from solver.errors import (
 from solver.exact import exhaustive
 from solver.peak import min_peak
 from solver.periodic import Chain, aggregate, expand, find_chain, interior_groups, periodic_lp
+from solver.polish import decided_elsewhere, fix, tied_run
 from solver.problem import ChoiceProblem
 from solver.reduce import MemoryExhausted, reduce_work
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStats, SolveStatus
@@ -154,7 +155,8 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
 
     When it does not (the plan pays at the junctions between the distinct and the tied blocks,
     where the LP's linking is relaxed), the tied blocks are fixed to the LP's choices and the
-    rest re-optimised exactly (``_polish``); if that still leaves a gap, the plan says what it
+    rest re-optimised exactly (``_polish``): first only where the LP hesitated, then all of
+    it if that is not enough (``solver.polish``); if a gap is left, the plan says what it
     was restricted to, and only a gap above ``GOOD_ENOUGH_GAP`` goes on to the search with
     all interior blocks tied but free."""
     bound, best, best_value, after, restriction = -math.inf, None, math.inf, before, ""
@@ -169,20 +171,31 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         # 300 s limit: 10,000 PDLP iterations plus the barrier on 560 k variables took ~140 s
         # on one core, the LP gave up, and the tied search ran out of time at a 3.6 % gap.)
         remaining = clock.remaining()
-        x, lp_bound = solve_lp(lp.form, None if remaining is None else remaining * 2 / 3, gap)
+        relaxed = solve_lp(lp.form, None if remaining is None else remaining * 2 / 3, gap)
+        x, lp_bound = relaxed.x, relaxed.bound
         clock.lap("periodic_lp")
         after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
         bound = max(bound, lp_bound)
         if x is not None:
             choices = expand(chain, agg, lp.lift(x), problem.num_nodes)
-            value, polished = problem.evaluate(choices), False
-            if not _closed(value, bound, gap):
-                answer = _polish(problem, chain, ends, choices, clock, gap)
+            value, how = problem.evaluate(choices), ""
+            # the LP's undecided nodes and their neighbours first; everything outside the
+            # tied run only if that is not enough (solver.polish)
+            tries = [] if _closed(value, bound, gap) else [
+                ("near", decided_elsewhere(problem, chain, agg, ends, lp.indexed.ids,
+                                           relaxed.weight)),
+                ("all", tied_run(chain, ends, problem.num_nodes))]
+            if tries and np.array_equal(tries[0][1], tries[1][1]):
+                del tries[0]  # the LP decided nothing outside the tied run
+            for name, fixed in tries:
+                answer = _polish(problem, fixed, choices, clock, gap)
                 if answer is not None and answer.objective <= value:
-                    choices, value, polished = answer.choices, answer.objective, answer.optimal
+                    choices, value = answer.choices, answer.objective
+                    how = name if answer.optimal else how
+                if _closed(value, bound, gap):
+                    break
             if value < best_value:
-                best, best_value, restriction = choices, value, _periodic_restriction(
-                    ends, polished)
+                best, best_value, restriction = choices, value, _periodic_restriction(ends, how)
         if best is not None and _closed(best_value, bound, gap):
             return _restricted_unless_optimal(
                 _finish(problem, best, bound, False, clock, "periodic", before, after),
@@ -210,30 +223,22 @@ def _restricted_unless_optimal(solution: Solution, restriction: str) -> Solution
         solution, restricted=restriction)
 
 
-def _periodic_restriction(ends: int, polished: bool) -> str:
+def _periodic_restriction(ends: int, polished: str) -> str:
     tied = (f"layers between the first {ends} and the last {ends} take the periodic LP's "
             "strategies")
-    return tied + ("; the end layers and the rest are optimal around them" if polished else "")
+    return tied + {
+        "": "",
+        "near": "; so do the other ops the LP decided, and the ops it left undecided and "
+                "their neighbours are optimal around them",
+        "all": "; the end layers and the rest are optimal around them"}[polished]
 
 
-def _polish(problem: ChoiceProblem, chain: Chain, ends: int, choices: tuple[int, ...],
+def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
             clock: _Clock, gap: float) -> Solution | None:
-    """The periodic plan with its tied blocks fixed and everything else solved exactly.
-
-    The tied blocks keep their one chosen option (every other option priced ``inf``, which the
-    reductions fold away), so what is solved is the rest and the end blocks: the size of a
-    few blocks, not of the model. ``None`` when no plan came back."""
-    fixed = np.zeros(problem.num_nodes, dtype=bool)
-    for block in chain.blocks[ends:len(chain.blocks) - ends]:
-        fixed[list(block)] = True
-    costs = []
-    for node, vec in enumerate(problem.node_costs):
-        if fixed[node]:
-            only = np.full(vec.size, np.inf)
-            only[choices[node]] = vec[choices[node]]
-            vec = only
-        costs.append(vec)
-    narrowed = ChoiceProblem(node_costs=costs, edges=problem.edges)
+    """The periodic plan with its ``fixed`` nodes held and everything else solved exactly:
+    the size of a few blocks at most, not of the model (``solver.polish``). ``None`` when no
+    plan came back."""
+    narrowed = fix(problem, fixed, choices)
     inner = _Clock(clock.remaining())
     try:
         # no LP first: the narrowed LP is as fractional as the periodic one was where the

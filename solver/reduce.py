@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 
 import numpy as np
@@ -39,17 +38,34 @@ MERGE_GROWTH = 2  # a merge may at most double the neighbour's option count
 MERGE_MIN_CAP = 32
 
 
-@functools.lru_cache(maxsize=256)
-def _upper(size: int) -> np.ndarray:
-    return np.tri(size, k=-1, dtype=bool).T  # [b, a] true when b < a
+SCREEN_COLUMNS = 8  # columns compared for every pair before the pairs are listed
+PAIR_CHUNK = 64  # columns per pass over the surviving pairs
 
 
 def _dominated(features: np.ndarray) -> np.ndarray:
-    """Mask of rows dominated by another row (≤ everywhere; ties keep the lower index)."""
-    le = (features[:, None, :] <= features[None, :, :]).all(axis=2)  # le[b, a]: b ≤ a
-    strict = le & ~le.T
-    ties = le & le.T & _upper(len(features))  # b < a and b == a
-    return (strict | ties).any(axis=0)
+    """Mask of rows dominated by another row (≤ everywhere; ties keep the lower index).
+
+    The first few columns are compared for all pairs; the few pairs that survive them are
+    checked on the rest, a chunk of columns at a time. Same mask as comparing every pair on
+    every column, without the rows × rows × columns array that needs (3-axis nodes carry
+    330 options × up to a thousand edge columns: that array was 2.7 s of a 3.9 s periodic
+    LP build)."""
+    count, width = features.shape
+    le = np.ones((count, count), dtype=bool)  # le[b, a]: b ≤ a on the columns seen so far
+    for column in features[:, :SCREEN_COLUMNS].T:
+        le &= column[:, None] <= column[None, :]
+    np.fill_diagonal(le, False)
+    better, worse = np.nonzero(le)
+    for start in range(SCREEN_COLUMNS, width, PAIR_CHUNK):
+        if not better.size:
+            break
+        chunk = slice(start, start + PAIR_CHUNK)
+        keep = (features[better, chunk] <= features[worse, chunk]).all(axis=1)
+        better, worse = better[keep], worse[keep]
+    equal = (features[better] == features[worse]).all(axis=1)
+    dominated = np.zeros(count, dtype=bool)
+    dominated[worse[~equal | (better < worse)]] = True
+    return dominated
 
 
 def _features(work: Work, node: int, extra: list[np.ndarray]) -> np.ndarray:

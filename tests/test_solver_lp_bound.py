@@ -43,9 +43,10 @@ def test_pdlp_bound_matches_dual_simplex(seed, monkeypatch):
     problem = small_problem(seed)
     ix = index_work(build_work(problem))
     form = build(ix, flow=True)
-    _, simplex_bound = lp.solve_lp(form, None)
+    simplex_bound = lp.solve_lp(form, None).bound
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
-    x, pdlp_bound = lp.solve_lp(form, None)
+    pdlp = lp.solve_lp(form, None)
+    x, pdlp_bound = pdlp.x, pdlp.bound
     assert math.isfinite(simplex_bound)
     assert pdlp_bound == pytest.approx(simplex_bound, rel=1e-5, abs=1e-5)
     assert pdlp_bound <= simplex_bound + 1e-9 * max(1.0, abs(simplex_bound))
@@ -72,7 +73,7 @@ def test_pdlp_cut_short_still_gives_a_valid_bound(monkeypatch):
         problem = small_problem(seed)
         _, best = exhaustive(problem)
         form = build(index_work(build_work(problem)), flow=True)
-        _, bound = lp.solve_lp(form, 1e-3, gap=1e-11)  # PDLP at 1e-12: cut short
+        bound = lp.solve_lp(form, 1e-3, gap=1e-11).bound  # PDLP at 1e-12: cut short
         assert bound <= best + 1e-9
 
 
@@ -86,11 +87,12 @@ def test_pdlp_past_its_iteration_cap_hands_over_to_the_barrier(seed, monkeypatch
     ix = index_work(build_work(problem))
     form = build(ix, flow=True)
     solve_highs_lp = lp._solve_highs_lp
-    _, simplex_bound = solve_highs_lp(form, None, barrier=False)
+    simplex_bound = solve_highs_lp(form, None, barrier=False).bound
     runs = []
     monkeypatch.setattr(lp, "_solve_highs_lp",
                         lambda *a, **k: runs.append(k) or solve_highs_lp(*a, **k))
-    x, bound = lp.solve_lp(form, None)
+    answer = lp.solve_lp(form, None)
+    x, bound = answer.x, answer.bound
     assert runs == [{"barrier": True}]
     assert bound == pytest.approx(simplex_bound, rel=1e-6, abs=1e-6)
     assert bound <= simplex_bound + 1e-9 * max(1.0, abs(simplex_bound))
@@ -108,8 +110,9 @@ def test_pdlp_answer_does_not_depend_on_its_threads(monkeypatch):
     for processes in (1, 2):  # 2 threads, then 1
         lp.share_cores(processes)
         answers.append(lp._solve_pdlp(form, None, lp.PDLP_EPS))
-    (x1, bound1, _), (x2, bound2, _) = answers
-    assert lp._threads == 1 and np.array_equal(x1, x2) and bound1 == bound2
+    (first, _), (second, _) = answers
+    assert lp._threads == 1 and np.array_equal(first.x, second.x)
+    assert first.bound == second.bound and np.array_equal(first.weight, second.weight)
 
 
 def chain_like(seed: int) -> ChoiceProblem:

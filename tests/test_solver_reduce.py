@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from solver import ChoiceProblem, Infeasible, solve
 from solver.compact import build_work, index_work
 from solver.exact import exhaustive
-from solver.reduce import merge_leaves, prune_dominated, prune_memory
+from solver.reduce import _dominated, merge_leaves, prune_dominated, prune_memory
 
 
 def star(seed: int, leaves: int, memory: bool) -> ChoiceProblem:
@@ -41,6 +41,26 @@ def test_dominated_option_is_dropped() -> None:
     assert work.table[0][:, 0].tolist() == [2]
     assert work.table[1][:, 0].tolist() == [0]
     assert solve(p).objective == 0.5
+
+
+def dominated_by_definition(features: np.ndarray) -> list[bool]:
+    """Row a is dominated when some row b is ≤ it everywhere and either differs from it
+    somewhere or equals it with a lower index."""
+    rows = features.tolist()
+    return [any(all(x <= y for x, y in zip(b, a, strict=True)) and (b != a or j < i)
+                for j, b in enumerate(rows) if j != i) for i, a in enumerate(rows)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_dominated_rows_match_the_definition(seed) -> None:
+    """Small integer values make ties, duplicates and near-duplicates common; ``inf``
+    entries are what priced-out options carry."""
+    rng = np.random.default_rng(seed)
+    rows, columns = int(rng.integers(1, 25)), int(rng.integers(1, 6))
+    features = rng.integers(0, 3, size=(rows, columns)).astype(float)
+    features[rng.random((rows, columns)) < 0.15] = np.inf
+    features[rng.integers(0, rows, size=rows // 3)] = features[0]
+    assert _dominated(features).tolist() == dominated_by_definition(features)
 
 
 def test_memory_impossible_option_is_dropped() -> None:

@@ -216,6 +216,13 @@ def build(ix: Indexed, *, flow: bool = False) -> Formulation:
 
 def decode(form: Formulation, values: np.ndarray) -> np.ndarray:
     """Chosen option per node from x values (largest per node, ties to the lower index)."""
+    return decode_weighted(form, values)[0]
+
+
+def decode_weighted(form: Formulation, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``decode`` and, per node, the chosen option's x: 1 where the relaxation is integral,
+    lower where it splits the node between options (where a rounded plan may pay)."""
     x = values[: form.num_x]
-    return np.array([int(np.argmax(x[a:b])) for a, b in
-                     zip(form.offsets[:-1], form.offsets[1:], strict=True)], dtype=np.int64)
+    choice = np.array([int(np.argmax(x[a:b])) for a, b in
+                       zip(form.offsets[:-1], form.offsets[1:], strict=True)], dtype=np.int64)
+    return choice, x[form.offsets[:-1] + choice]

@@ -47,7 +47,8 @@ def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
     form = build(ix, flow=True)
     if lp_first and LP_FIRST and (ix.limit is None or not any(ix.rows)):
         start = time.perf_counter()
-        x, floor = solve_lp(form, time_limit)
+        relaxed = solve_lp(form, time_limit)
+        x, floor = relaxed.x, relaxed.bound
         if floor == math.inf:
             return BackendResult(x=None, bound=math.inf, timed_out=False, infeasible=True)
         if x is not None and ix.fits(x) and \

@@ -41,10 +41,11 @@ import logging
 import math
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from solver.backends.formulation import Formulation, decode
+from solver.backends.formulation import Formulation, decode_weighted
 from solver.solution import OPTIMALITY_GAP
 
 logger = logging.getLogger(__name__)
@@ -115,13 +116,26 @@ def pdlp_tolerance(gap: float) -> float:
     return max(PDLP_EPS, gap / 10)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class LPAnswer:
+    """What an LP solve gives a caller that must turn it into a plan and a certificate.
+
+    ``x``: the assignment read off the LP's x (its own plan when the LP optimum is integral;
+    the caller scores it against ``bound`` either way), ``None`` when the LP gave none.
+    ``bound``: a proven lower bound (``-inf`` when the LP gave none in time, ``inf`` when it
+    is infeasible, in which case the MIP is infeasible too). ``weight``: per node, the LP's
+    x of the chosen option, which says where a rounded plan may be wrong (``solver.polish``).
+    """
+
+    x: np.ndarray | None
+    bound: float
+    weight: np.ndarray | None = None
+
+
 def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP
-             ) -> tuple[np.ndarray | None, float]:
-    """``(x, bound)``: ``x`` the assignment read off the LP's x (its own plan when the LP
-    optimum is integral; the caller scores it against ``bound`` either way), ``bound`` a
-    proven lower bound (``-inf`` when the LP gave none in time, ``inf`` when it is
-    infeasible, in which case the MIP is infeasible too). ``gap`` is the caller's stopping
-    gap: it sets how exactly PDLP solves (``pdlp_tolerance``); the simplex is exact anyway.
+             ) -> LPAnswer:
+    """The LP relaxation of ``form`` (``LPAnswer``). ``gap`` is the caller's stopping gap:
+    it sets how exactly PDLP solves (``pdlp_tolerance``); the simplex is exact anyway.
 
     Past PDLP's cap the barrier runs at once, although PDLP's duals there already prove a
     bound: on llama3-8b dp=2,fsdp=2,tp=16 (not converged at 1e-4 in 12,000 iterations) that
@@ -130,19 +144,19 @@ def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALIT
     if form.num_vars < PDLP_MIN_VARS or form.memory_rows:
         return _solve_highs_lp(form, time_limit, barrier=False)
     start = time.perf_counter()
-    x, bound, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
+    first, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
     if converged:
-        return x, bound
+        return first
     if time_limit is not None:
         time_limit -= time.perf_counter() - start
         if time_limit <= 0:
-            return x, bound
-    barrier_x, barrier_bound = _solve_highs_lp(form, time_limit, barrier=True)
-    return (barrier_x if barrier_x is not None else x), max(bound, barrier_bound)
+            return first
+    barrier = _solve_highs_lp(form, time_limit, barrier=True)
+    kept = barrier if barrier.x is not None else first
+    return LPAnswer(kept.x, max(first.bound, barrier.bound), kept.weight)
 
 
-def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool
-                    ) -> tuple[np.ndarray | None, float]:
+def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) -> LPAnswer:
     """HiGHS' dual simplex (its own bound is exact), or its barrier with crossover (module
     docstring), whose bound comes from ``dual_bound``."""
     from ortools.math_opt import parameters_pb2, result_pb2, solution_pb2
@@ -161,9 +175,9 @@ def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool
                          model_params)
     reason = result.termination.reason
     if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
-        return None, math.inf
+        return LPAnswer(None, math.inf)
     if reason != result_pb2.TERMINATION_REASON_OPTIMAL:
-        return None, -math.inf
+        return LPAnswer(None, -math.inf)
     bound = -math.inf if barrier else result.termination.objective_bounds.dual_bound / factor
     for solution in result.solutions:
         if barrier:
@@ -173,13 +187,14 @@ def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool
             bound = dual_bound(form, duals, factor)
         primal = solution.primal_solution
         if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
-            return decode(form, mathopt.values(form, primal)), bound
-    return None, bound
+            choice, weight = decode_weighted(form, mathopt.values(form, primal))
+            return LPAnswer(choice, bound, weight)
+    return LPAnswer(None, bound)
 
 
 def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float
-                ) -> tuple[np.ndarray | None, float, bool]:
-    """``(x, bound, converged)`` by PDLP straight from the arrays (its Python binding takes
+                ) -> tuple[LPAnswer, bool]:
+    """``(answer, converged)`` by PDLP straight from the arrays (its Python binding takes
     a SciPy matrix: no proto of a million terms). Only for LPs without memory rows, which
     are always feasible (every node has a finite option and every edge a route), so no
     infeasibility verdict is needed from an approximate method."""
@@ -211,10 +226,11 @@ def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float
     duals = np.asarray(result.dual_solution, dtype=np.float64)
     primal = np.asarray(result.primal_solution, dtype=np.float64)
     if duals.size != form.row_lo.size or primal.size != form.num_vars:
-        return None, -math.inf, False  # the solver refused the input (its log says why)
+        return LPAnswer(None, -math.inf), False  # the solver refused the input (see its log)
     log = result.solve_log
     converged = log.termination_reason == solve_log_pb2.TERMINATION_REASON_OPTIMAL
     logger.info("PDLP: %d variables, %d iterations, %.1f s, %s",
                 form.num_vars, log.iteration_count, log.solve_time_sec,
                 solve_log_pb2.TerminationReason.Name(log.termination_reason))
-    return decode(form, primal), dual_bound(form, duals, factor), converged
+    choice, weight = decode_weighted(form, primal)
+    return LPAnswer(choice, dual_bound(form, duals, factor), weight), converged
