@@ -66,8 +66,12 @@ def test_fix_keeps_only_the_chosen_option_of_fixed_nodes() -> None:
     assert narrowed.node_costs[1].tolist() == [3.0, 4.0]
 
 
-@pytest.mark.parametrize("gap", (1e-6, 0.1))
-@pytest.mark.parametrize("seed", range(12))
+# instances whose periodic plan needs polishing (most first try the small polish)
+POLISHED = [(1e-6, seed) for seed in (2, 6, 7, 10, 11, 16, 17, 18)] + \
+    [(0.1, seed) for seed in (6, 16, 30, 35, 37)]
+
+
+@pytest.mark.parametrize(("gap", "seed"), POLISHED)
 def test_every_polish_is_optimal_for_what_it_holds(seed, gap, monkeypatch) -> None:
     """PDLP's x (fractional where it hesitates) feeds the first, small polish."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
@@ -84,6 +88,7 @@ def test_every_polish_is_optimal_for_what_it_holds(seed, gap, monkeypatch) -> No
     _, best = exhaustive(problem)
     answer = solve(problem, gap=gap)
     assert answer.bound <= best + 1e-9 <= answer.objective + 2e-9
+    assert calls  # the instance still reaches the polish
     for whole, fixed, choices, polished in calls:
         assert polished is not None
         truth = best_with_fixed(whole, fixed, choices)
