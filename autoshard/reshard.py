@@ -8,8 +8,10 @@ several at once), all-reduce (P→R), reduce-scatter (P→S), all-to-all (S(i)�
 Nested shardings of a dim are undone minor axis first, because only a suffix can be gathered.
 ``_StridedShard`` placements are handled through the dim axis order they encode.
 
-Promises: A→A costs 0 with no steps; the result is the cheapest under these steps (Dijkstra,
-ties broken by cost, then step count, then state); same inputs give the same steps. Local
+Promises: A→A costs 0 with no steps; the result is the cheapest under these steps (shortest
+paths from all sources at once, ``reshard_search``: within a 1e-12 relative tie the fewest
+steps win, then the first move in a canonical order); same inputs give the same steps,
+whatever was priced before. Local
 slices cost a read and a write of the output at ``device_hbm_bw`` when given, else nothing.
 Only evenly divisible layouts are visited; uneven endpoints are reported as unreachable.
 """
@@ -27,7 +29,7 @@ import numpy as np
 from autoshard.errors import AutoshardError
 from autoshard.links import MeshLinks
 from autoshard.reshard_convert import state_of, to_sharding
-from autoshard.reshard_search import PathSearch, Pricer, SearchSpace
+from autoshard.reshard_search import PricedSpace, Pricer, StateGraph, divisibility_shape
 from autoshard.reshard_state import Move, State, is_divisible
 from autoshard.sharding import TensorSharding
 
@@ -94,14 +96,14 @@ class Reshard:
 
 
 _PRICERS: dict[tuple[Any, ...], Pricer] = {}
-_SPACES: dict[tuple[Any, ...], SearchSpace] = {}
-_SEARCHES: dict[tuple[Any, ...], PathSearch] = {}
+_GRAPHS: dict[tuple[Any, ...], StateGraph] = {}
+_SPACES: dict[tuple[Any, ...], PricedSpace] = {}
 _MATRICES: dict[tuple[Any, ...], np.ndarray] = {}
 
 
 def clear_caches() -> None:
     """Forget every memoized search (for benchmarks measuring cold runs, and memory)."""
-    for cache in (_PRICERS, _SPACES, _SEARCHES, _MATRICES):
+    for cache in (_PRICERS, _GRAPHS, _SPACES, _MATRICES):
         cache.clear()
 
 
@@ -139,9 +141,9 @@ def find_reshard(src: TensorSharding, dst: TensorSharding, global_shape: Sequenc
     if src == dst:
         return Reshard(src=src, dst=dst, steps=(), seconds=0.0)
     target = state_of(dst)
-    search = _search_from(src, target[1], shape, itemsize, links, device_hbm_bw)
-    reachable = search is not None and not math.isinf(_target_cost(search, target))
-    path = search.path(target) if reachable and search is not None else None
+    space = _space_for(src, target[1], shape, itemsize, links, device_hbm_bw)
+    divisible = is_divisible(target[0], space.graph.sizes, shape) if space else False
+    path = space.path(state_of(src), target) if space is not None and divisible else None
     if path is None:
         raise _unreachable(src, dst, shape)
     steps = [_step(src.mesh, before, move, seconds, itemsize, shape)
@@ -163,7 +165,7 @@ def reshard_cost_matrix(srcs: Sequence[TensorSharding], dsts: Sequence[TensorSha
 
     Equal to ``find_reshard(src, dst, ...).seconds`` entry by entry, except that pairs with no
     path (an uneven layout) are ``inf`` here instead of an error. Shardings are deduplicated;
-    every search is memoized per (source, shape, itemsize, links) and resumed lazily, and the
+    each source's row of prices is memoized per (shape's divisibility, bytes, links), and the
     matrix between the distinct shardings is memoized too, so a repeated layer costs one
     dictionary lookup and overlapping matrices share their searches.
     """
@@ -189,44 +191,39 @@ def reshard_cost_matrix(srcs: Sequence[TensorSharding], dsts: Sequence[TensorSha
 def _small_matrix(unique_src: list[TensorSharding], unique_dst: list[TensorSharding],
                   shape: tuple[int, ...], itemsize: int, links: MeshLinks,
                   device_hbm_bw: float | None) -> np.ndarray:
-    """Costs between distinct shardings: one memoized search per (source, target Partials).
+    """Costs between distinct shardings: one all-sources search per target Partial set.
 
-    Targets are looked up once per search space (state id, or -1 for an uneven layout),
-    not once per pair: hashing a nested state and checking its divisibility for each of
-    the 294 k pairs of a 3-axis llama3-8b cost 0.25 s of its 3.8 s of edge pricing."""
-    small = np.empty((len(unique_src), len(unique_dst)))
+    Targets are grouped by their Partial axes (which R→P steps may create) and looked up once
+    per group as state ids, not once per pair."""
+    small = np.full((len(unique_src), len(unique_dst)), math.inf)
+    if not unique_src:
+        return small
     targets = [state_of(dst) for dst in unique_dst]
     columns: dict[Any, list[int]] = {}
     for j, target in enumerate(targets):
         columns.setdefault(target[1], []).append(j)
-    target_ids: dict[Any, list[int]] = {}
-    for i, src in enumerate(unique_src):
-        for allowed, js in columns.items():
-            search = _search_from(src, allowed, shape, itemsize, links, device_hbm_bw)
-            if search is None:
-                small[i, js] = math.inf
-                continue
-            ids = target_ids.get(allowed)
-            if ids is None:
-                ids = target_ids[allowed] = [_target_id(search.space, targets[j]) for j in js]
-            cost = search.cost_of_id
-            small[i, js] = [math.inf if t < 0 else cost(t) for t in ids]
+    sources = [state_of(src) for src in unique_src]
+    sizes = tuple(int(n) for n in unique_src[0].mesh.axis_sizes)
+    rows = [i for i, source in enumerate(sources) if is_divisible(source[0], sizes, shape)]
+    for allowed, js in columns.items():
+        space = _space_for(unique_src[rows[0]], allowed, shape, itemsize, links,
+                           device_hbm_bw) if rows else None
+        if space is None:
+            continue
+        costs = space.costs([sources[i] for i in rows])
+        index = space.graph.index
+        ids = np.array([index.get(targets[j], -1)
+                        if is_divisible(targets[j][0], sizes, shape) else -1 for j in js],
+                       dtype=np.intp)
+        found = ids >= 0
+        block = np.full((len(rows), len(js)), math.inf)
+        block[:, found] = costs[:, ids[found]]
+        small[np.ix_(rows, js)] = block
     for i, src in enumerate(unique_src):  # equal shardings cost nothing, even uneven ones
         for j, dst in enumerate(unique_dst):
             if src == dst:
                 small[i, j] = 0.0
     return small
-
-
-def _target_id(space: SearchSpace, target: State) -> int:
-    if not is_divisible(target[0], space.sizes, space.shape):
-        return -1
-    return space.id_of(target)
-
-
-def _target_cost(search: PathSearch, target: State) -> float:
-    target_id = _target_id(search.space, target)
-    return math.inf if target_id < 0 else search.cost_of_id(target_id)
 
 
 def _check(src: TensorSharding, dst: TensorSharding, global_shape: Sequence[int],
@@ -243,10 +240,10 @@ def _check(src: TensorSharding, dst: TensorSharding, global_shape: Sequence[int]
     return shape
 
 
-def _search_from(src: TensorSharding, allowed: tuple[tuple[int, str], ...],
-                 shape: tuple[int, ...], itemsize: int, links: MeshLinks,
-                 device_hbm_bw: float | None) -> PathSearch | None:
-    """The memoized search from ``src`` (``None`` when ``src`` itself is uneven).
+def _space_for(src: TensorSharding, allowed: tuple[tuple[int, str], ...],
+               shape: tuple[int, ...], itemsize: int, links: MeshLinks,
+               device_hbm_bw: float | None) -> PricedSpace | None:
+    """The memoized priced space of ``src`` (``None`` when ``src`` itself is uneven).
 
     ``allowed`` are the target's Partial (axis, op) pairs, which R→P steps may create.
     """
@@ -261,19 +258,20 @@ def _search_from(src: TensorSharding, allowed: tuple[tuple[int, str], ...],
         pricer = Pricer(links=links, axis_names=tuple(mesh.axis_names),
                         device_hbm_bw=device_hbm_bw)
         _PRICERS[links_key] = pricer
-    space_key = (links_key, shape, itemsize, allowed)
+    multi_axis = device_hbm_bw is not None
+    graph_key = (sizes, divisibility_shape(sizes, shape), allowed, multi_axis)
+    graph = _GRAPHS.get(graph_key)
+    if graph is None:
+        graph = StateGraph(sizes=sizes, shape=graph_key[1], allowed_partial=allowed,
+                           multi_axis_slices=multi_axis)
+        _GRAPHS[graph_key] = graph
+    total = float(math.prod(shape) * itemsize)
+    space_key = (links_key, graph_key, total)
     space = _SPACES.get(space_key)
     if space is None:
-        total = float(math.prod(shape) * itemsize)
-        space = SearchSpace(sizes=sizes, shape=shape, total_bytes=total,
-                            allowed_partial=allowed, pricer=pricer)
+        space = PricedSpace(graph=graph, total_bytes=total, pricer=pricer)
         _SPACES[space_key] = space
-    search_key = (space_key, source)
-    search = _SEARCHES.get(search_key)
-    if search is None:
-        search = PathSearch(space=space, source=source)
-        _SEARCHES[search_key] = search
-    return search
+    return space
 
 
 def _unreachable(src: TensorSharding, dst: TensorSharding,
