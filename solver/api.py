@@ -22,7 +22,7 @@ import numpy as np
 
 from solver.backends.cpsat import solve_cpsat
 from solver.backends.highs import solve_highs
-from solver.backends.lp import PDLP_MIN_VARS, solve_lp
+from solver.backends.lp import PDLP_MIN_VARS, LPAnswer, lp_answers
 from solver.backends.result import BackendResult
 from solver.compact import Indexed, Work, build_work, index_work
 from solver.dp import DPResult, lagrange_dp
@@ -34,7 +34,16 @@ from solver.errors import (
 )
 from solver.exact import exhaustive
 from solver.peak import min_peak
-from solver.periodic import Chain, aggregate, expand, find_chain, interior_groups, periodic_lp
+from solver.periodic import (
+    Aggregated,
+    Chain,
+    PeriodicLP,
+    aggregate,
+    expand,
+    find_chain,
+    interior_groups,
+    periodic_lp,
+)
 from solver.polish import decided_elsewhere, fix, tied_run
 from solver.problem import ChoiceProblem
 from solver.reduce import MemoryExhausted, reduce_work
@@ -171,31 +180,23 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         # 300 s limit: 10,000 PDLP iterations plus the barrier on 560 k variables took ~140 s
         # on one core, the LP gave up, and the tied search ran out of time at a 3.6 % gap.)
         remaining = clock.remaining()
-        relaxed = solve_lp(lp.form, None if remaining is None else remaining * 2 / 3, gap)
-        x, lp_bound = relaxed.x, relaxed.bound
-        clock.lap("periodic_lp")
+        lp_bound, tried = -math.inf, set()
+        for relaxed in lp_answers(lp.form, None if remaining is None else remaining * 2 / 3,
+                                  gap):
+            clock.lap("periodic_lp")
+            lp_bound = max(lp_bound, relaxed.bound)
+            bound = max(bound, lp_bound)
+            x = relaxed.x
+            if x is not None and x.tobytes() not in tried:
+                tried.add(x.tobytes())
+                choices, value, how = _periodic_plan(problem, chain, agg, ends, lp, relaxed,
+                                                     clock, gap, bound)
+                if value < best_value:
+                    best, best_value = choices, value
+                    restriction = _periodic_restriction(ends, how)
+            if best is not None and _closed(best_value, bound, gap):
+                break
         after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
-        bound = max(bound, lp_bound)
-        if x is not None:
-            choices = expand(chain, agg, lp.lift(x), problem.num_nodes)
-            value, how = problem.evaluate(choices), ""
-            # the LP's undecided nodes and their neighbours first; everything outside the
-            # tied run only if that is not enough (solver.polish)
-            tries = [] if _closed(value, bound, gap) else [
-                ("near", decided_elsewhere(problem, chain, agg, ends, lp.indexed.ids,
-                                           relaxed.weight)),
-                ("all", tied_run(chain, ends, problem.num_nodes))]
-            if tries and np.array_equal(tries[0][1], tries[1][1]):
-                del tries[0]  # the LP decided nothing outside the tied run
-            for name, fixed in tries:
-                answer = _polish(problem, fixed, choices, clock, gap)
-                if answer is not None and answer.objective <= value:
-                    choices, value = answer.choices, answer.objective
-                    how = name if answer.optimal else how
-                if _closed(value, bound, gap):
-                    break
-            if value < best_value:
-                best, best_value, restriction = choices, value, _periodic_restriction(ends, how)
         if best is not None and _closed(best_value, bound, gap):
             return _restricted_unless_optimal(
                 _finish(problem, best, bound, False, clock, "periodic", before, after),
@@ -214,6 +215,30 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         return _restricted_unless_optimal(
             _finish(problem, best, bound, False, clock, "periodic", before, after), restriction)
     return answer
+
+
+def _periodic_plan(problem: ChoiceProblem, chain: Chain, agg: Aggregated, ends: int,
+                   lp: PeriodicLP, relaxed: LPAnswer, clock: _Clock, gap: float,
+                   bound: float) -> tuple[tuple[int, ...], float, str]:
+    """``(choices, value, how polished)`` of the plan an LP answer gives: its x expanded to
+    every block, then, if that misses ``gap``, polished first around the LP's undecided nodes
+    and their neighbours and then everywhere outside the tied run (``solver.polish``)."""
+    assert relaxed.x is not None
+    choices = expand(chain, agg, lp.lift(relaxed.x), problem.num_nodes)
+    value, how = problem.evaluate(choices), ""
+    tries = [] if _closed(value, bound, gap) else [
+        ("near", decided_elsewhere(problem, chain, agg, ends, lp.indexed.ids, relaxed.weight)),
+        ("all", tied_run(chain, ends, problem.num_nodes))]
+    if tries and np.array_equal(tries[0][1], tries[1][1]):
+        del tries[0]  # the LP decided nothing outside the tied run
+    for name, fixed in tries:
+        answer = _polish(problem, fixed, choices, clock, gap)
+        if answer is not None and answer.objective <= value:
+            choices, value = answer.choices, answer.objective
+            how = name if answer.optimal else how
+        if _closed(value, bound, gap):
+            break
+    return choices, value, how
 
 
 def _restricted_unless_optimal(solution: Solution, restriction: str) -> Solution:

@@ -110,8 +110,9 @@ def test_pdlp_answer_does_not_depend_on_its_threads(monkeypatch):
     for processes in (1, 2):  # 2 threads, then 1
         lp.share_cores(processes)
         answers.append(lp._solve_pdlp(form, None, lp.PDLP_EPS))
-    (first, _), (second, _) = answers
+    (first, first_x, _), (second, second_x, _) = answers
     assert lp._threads == 1 and np.array_equal(first.x, second.x)
+    assert np.array_equal(first_x, second_x)
     assert first.bound == second.bound and np.array_equal(first.weight, second.weight)
 
 
@@ -120,3 +121,51 @@ def chain_like(seed: int) -> ChoiceProblem:
     costs = [rng.random(12) for _ in range(30)]
     edges = [(a, a + 1, rng.random((12, 12))) for a in range(29)]
     return ChoiceProblem(node_costs=costs, edges=edges)
+
+
+def _simplex_optimum(form) -> tuple[float, np.ndarray]:
+    """The LP optimum and its x, by HiGHS' dual simplex: the independent reference."""
+    run = lp._run_highs(form, lp.objective_factor(form), None, barrier=False)
+    assert run.x is not None
+    return float(form.obj @ run.x + form.constant), run.x
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_support_of_an_optimal_x_gives_the_lp_optimum(seed):
+    """Restricted to the columns an optimal x uses, the LP keeps its optimum, and the vertex
+    found there decodes to a plan that costs at least the LP optimum."""
+    problem = chain_like(seed)
+    ix = index_work(build_work(problem))
+    form = build(ix, flow=True)
+    optimum, x = _simplex_optimum(form)
+    answer, value = lp._solve_on_support(form, x, None)
+    assert value == pytest.approx(optimum, rel=1e-9, abs=1e-12)
+    assert answer.bound <= optimum + 1e-9 * max(1.0, abs(optimum))
+    assert answer.x is not None and ix.evaluate(answer.x) >= optimum - 1e-9
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_capped_pdlp_answers_support_vertex_first_then_barrier(seed, monkeypatch):
+    """Past PDLP's cap the first answer is the support LP's vertex with PDLP's bound (below
+    the LP optimum; the vertex's value above it), the second the barrier's, at the optimum."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_MAX_ITERATIONS", 64)
+    problem = chain_like(seed)
+    ix = index_work(build_work(problem))
+    form = build(ix, flow=True)
+    optimum, _ = _simplex_optimum(form)
+    supports = []
+    real = lp._solve_on_support
+    monkeypatch.setattr(lp, "_solve_on_support",
+                        lambda *a: supports.append(real(*a)) or supports[-1])
+    answers = list(lp.lp_answers(form, None, gap=1e-3))
+    assert len(answers) == 2 and len(supports) == 1
+    (support, value), = supports
+    tolerance = 1e-9 * max(1.0, abs(optimum))
+    assert value >= optimum - tolerance
+    first, second = answers
+    assert first.bound <= optimum + tolerance
+    assert support.x is not None and np.array_equal(first.x, support.x)
+    assert ix.evaluate(first.x) >= optimum - tolerance
+    assert second.bound == pytest.approx(optimum, rel=1e-6, abs=1e-6)
+    assert first.bound <= second.bound <= optimum + tolerance

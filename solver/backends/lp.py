@@ -13,9 +13,10 @@ instead of 4,224. 8 of the 10 3-axis LPs of the 64-device llama3-8b sweep conver
 the cap, in 1,472–4,992 iterations.
 
 Some LPs never settle without restarts (dp=16,fsdp=2,tp=2: not converged after 20,000
-iterations). Past the cap HiGHS' barrier solves the LP, with crossover, and the better of
-the two bounds is kept. Measured on the three such LPs met so far (2 threads), against
-the alternatives:
+iterations). Past the cap, PDLP's duals still prove a bound and the simplex on the columns
+its x uses gives a vertex (``lp_answers``); only if the plan from that vertex misses the gap
+does HiGHS' barrier solve the LP, with crossover, and the better of the bounds is kept. The
+barrier, measured on the three such LPs met so far (2 threads), against the alternatives:
 
 | LP (variables) | barrier, crossover | barrier alone | adaptive restarts |
 |---|---|---|---|
@@ -37,10 +38,12 @@ to its tolerances (dp=16,fsdp=2,tp=2: 6.7e-7 below PDLP's bound of the same LP).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,38 +135,120 @@ class LPAnswer:
     weight: np.ndarray | None = None
 
 
-def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP
-             ) -> LPAnswer:
-    """The LP relaxation of ``form`` (``LPAnswer``). ``gap`` is the caller's stopping gap:
-    it sets how exactly PDLP solves (``pdlp_tolerance``); the simplex is exact anyway.
+def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP
+               ) -> Iterator[LPAnswer]:
+    """The LP relaxation of ``form``, cheapest answer first: ask for the next one only when
+    the last did not give a plan within ``gap`` of its bound. ``gap`` also sets how exactly
+    PDLP solves (``pdlp_tolerance``); the simplex is exact anyway.
 
-    Past PDLP's cap the barrier runs at once, although PDLP's duals there already prove a
-    bound: on llama3-8b dp=2,fsdp=2,tp=16 (not converged at 1e-4 in 12,000 iterations) that
-    bound was within 0.06 % of the optimum, but the capped x decoded to a plan 20 % above it
-    (19 % after the polish), so the barrier had to run after all."""
+    One answer from the simplex, or from PDLP when it converges. Past PDLP's cap its duals
+    already prove a bound, but its x is an interior point of the optimal face and rounds
+    badly (llama3-8b dp=2,fsdp=2,tp=16: a plan 20 % above the bound, 19 % after the polish).
+    So the first answer takes a vertex from the simplex on the columns PDLP's x uses
+    (``_solve_on_support``: 1,351 of 341 k columns in 0.1 s; the same LP value and the same 129
+    fractional nodes as the barrier with crossover, which took 48 s) with PDLP's bound; the
+    second is the barrier's, whose bound is the LP optimum."""
     if form.num_vars < PDLP_MIN_VARS or form.memory_rows:
-        return _solve_highs_lp(form, time_limit, barrier=False)
+        yield _solve_highs_lp(form, time_limit, barrier=False)
+        return
     start = time.perf_counter()
-    first, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
+    first, primal, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
     if converged:
-        return first
+        yield first
+        return
+    support, value = _solve_on_support(form, primal, time_limit)
+    bound = max(first.bound, support.bound)
+    logger.info("support LP: value %.10g, bound %.10g", value, bound)
+    last = first if support.x is None else LPAnswer(support.x, bound, support.weight)
+    yield last
     if time_limit is not None:
         time_limit -= time.perf_counter() - start
         if time_limit <= 0:
-            return first
+            return
     barrier = _solve_highs_lp(form, time_limit, barrier=True)
-    kept = barrier if barrier.x is not None else first
-    return LPAnswer(kept.x, max(first.bound, barrier.bound), kept.weight)
+    kept = barrier if barrier.x is not None else last
+    yield LPAnswer(kept.x, max(bound, barrier.bound), kept.weight)
+
+
+def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP
+             ) -> LPAnswer:
+    """The last of ``lp_answers``: the LP solved as far as this module can."""
+    answers = list(lp_answers(form, time_limit, gap))
+    return answers[-1]
+
+
+SUPPORT = 1e-3  # x above this, and each node's largest, span the support LP
+
+
+def _solve_on_support(form: Formulation, primal: np.ndarray | None, time_limit: float | None
+                      ) -> tuple[LPAnswer, float]:
+    """``(answer, LP value)`` of the LP restricted to the columns where PDLP's x exceeds
+    ``SUPPORT`` (and each node's largest x, so every one-hot row keeps a column), by the dual
+    simplex: a vertex of the face PDLP was converging to. Its value is an upper bound of the
+    LP optimum; ``answer.bound`` holds for the whole LP (``dual_bound`` over every column),
+    though with degenerate duals it is weak. ``(no answer, inf)`` when the restricted LP is
+    infeasible or unsolved."""
+    if primal is None:
+        return LPAnswer(None, -math.inf), math.inf
+    keep = primal > SUPPORT
+    sizes = np.diff(form.offsets)
+    starts = form.offsets[:-1]
+    largest = np.maximum.reduceat(primal[:form.num_x], starts) if sizes.size else primal[:0]
+    top = np.flatnonzero(primal[:form.num_x] == np.repeat(largest, sizes))
+    _, first = np.unique(np.searchsorted(form.offsets, top, side="right") - 1,
+                         return_index=True)
+    keep[top[first]] = True
+    columns = np.flatnonzero(keep)
+    renumber = np.full(form.num_vars, -1, dtype=np.int64)
+    renumber[columns] = np.arange(columns.size)
+    used = keep[form.cols]
+    sub = dataclasses.replace(form, obj=form.obj[columns], rows=form.rows[used],
+                              cols=renumber[form.cols[used]], coefs=form.coefs[used], num_x=0,
+                              offsets=np.zeros(1, dtype=np.int64), edge_maps=(), flow_maps=())
+    factor = objective_factor(form)
+    run = _run_highs(sub, factor, time_limit, barrier=False)
+    if run.x is None or run.duals is None:
+        return LPAnswer(None, -math.inf), math.inf
+    values = np.zeros(form.num_vars)
+    values[columns] = run.x
+    choice, weight = decode_weighted(form, values)
+    value = float(form.obj @ values + form.constant)
+    return LPAnswer(choice, dual_bound(form, run.duals, factor), weight), value
 
 
 def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) -> LPAnswer:
     """HiGHS' dual simplex (its own bound is exact), or its barrier with crossover (module
     docstring), whose bound comes from ``dual_bound``."""
+    factor = objective_factor(form)
+    run = _run_highs(form, factor, time_limit, barrier)
+    if run.infeasible:
+        return LPAnswer(None, math.inf)
+    if run.duals is None:
+        return LPAnswer(None, -math.inf)
+    bound = dual_bound(form, run.duals, factor) if barrier else run.bound
+    if run.x is None:
+        return LPAnswer(None, bound)
+    choice, weight = decode_weighted(form, run.x)
+    return LPAnswer(choice, bound, weight)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _HighsRun:
+    """One HiGHS LP solve: ``x`` and ``duals`` are ``None`` unless it reached the optimum
+    (``x`` also when no primal came back); ``bound`` is HiGHS' own dual bound."""
+
+    infeasible: bool = False
+    x: np.ndarray | None = None
+    duals: np.ndarray | None = None
+    bound: float = -math.inf
+
+
+def _run_highs(form: Formulation, factor: float, time_limit: float | None,
+               barrier: bool) -> _HighsRun:
     from ortools.math_opt import parameters_pb2, result_pb2, solution_pb2
 
     from solver.backends import mathopt
 
-    factor = objective_factor(form)
     params, model_params = mathopt.parameters(time_limit, 0.0, None, form)
     if barrier:
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_BARRIER
@@ -175,26 +260,24 @@ def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) 
                          model_params)
     reason = result.termination.reason
     if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
-        return LPAnswer(None, math.inf)
+        return _HighsRun(infeasible=True, bound=math.inf)
     if reason != result_pb2.TERMINATION_REASON_OPTIMAL:
-        return LPAnswer(None, -math.inf)
-    bound = -math.inf if barrier else result.termination.objective_bounds.dual_bound / factor
+        return _HighsRun()
+    bound = result.termination.objective_bounds.dual_bound / factor
+    duals = np.zeros(form.row_lo.size)
     for solution in result.solutions:
-        if barrier:
-            duals = np.zeros(form.row_lo.size)
+        if solution.HasField("dual_solution"):
             values = solution.dual_solution.dual_values
             duals[np.array(values.ids, dtype=np.int64)] = np.array(values.values)
-            bound = dual_bound(form, duals, factor)
         primal = solution.primal_solution
         if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
-            choice, weight = decode_weighted(form, mathopt.values(form, primal))
-            return LPAnswer(choice, bound, weight)
-    return LPAnswer(None, bound)
+            return _HighsRun(x=mathopt.values(form, primal), duals=duals, bound=bound)
+    return _HighsRun(duals=duals, bound=bound)
 
 
 def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float
-                ) -> tuple[LPAnswer, bool]:
-    """``(answer, converged)`` by PDLP straight from the arrays (its Python binding takes
+                ) -> tuple[LPAnswer, np.ndarray | None, bool]:
+    """``(answer, x, converged)`` by PDLP straight from the arrays (its Python binding takes
     a SciPy matrix: no proto of a million terms). Only for LPs without memory rows, which
     are always feasible (every node has a finite option and every edge a route), so no
     infeasibility verdict is needed from an approximate method."""
@@ -226,11 +309,11 @@ def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float
     duals = np.asarray(result.dual_solution, dtype=np.float64)
     primal = np.asarray(result.primal_solution, dtype=np.float64)
     if duals.size != form.row_lo.size or primal.size != form.num_vars:
-        return LPAnswer(None, -math.inf), False  # the solver refused the input (see its log)
+        return LPAnswer(None, -math.inf), None, False  # the solver refused the input
     log = result.solve_log
     converged = log.termination_reason == solve_log_pb2.TERMINATION_REASON_OPTIMAL
     logger.info("PDLP: %d variables, %d iterations, %.1f s, %s",
                 form.num_vars, log.iteration_count, log.solve_time_sec,
                 solve_log_pb2.TerminationReason.Name(log.termination_reason))
     choice, weight = decode_weighted(form, primal)
-    return LPAnswer(choice, dual_bound(form, duals, factor), weight), converged
+    return LPAnswer(choice, dual_bound(form, duals, factor), weight), primal, converged
