@@ -219,10 +219,11 @@ def _small_matrix(unique_src: list[TensorSharding], unique_dst: list[TensorShard
         block = np.full((len(rows), len(js)), math.inf)
         block[:, found] = costs[:, ids[found]]
         small[np.ix_(rows, js)] = block
+    dst_index = {dst: j for j, dst in enumerate(unique_dst)}
     for i, src in enumerate(unique_src):  # equal shardings cost nothing, even uneven ones
-        for j, dst in enumerate(unique_dst):
-            if src == dst:
-                small[i, j] = 0.0
+        j = dst_index.get(src)
+        if j is not None:
+            small[i, j] = 0.0
     return small
 
 

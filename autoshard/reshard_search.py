@@ -115,7 +115,6 @@ class Edges:
 
     states: int
     src: np.ndarray
-    dst: np.ndarray
     step: np.ndarray  # index into ``steps``: the (kind, axes, bytes divisor) being priced
     steps: tuple[tuple[str, tuple[int, ...], int], ...]
     moves: tuple[Move, ...]
@@ -188,7 +187,7 @@ class StateGraph:
         starts = np.flatnonzero(np.r_[True, dst_sorted[1:] != dst_sorted[:-1]]) \
             if len(dst_sorted) else np.zeros(0, dtype=np.intp)
         return Edges(states=len(self.states),
-                     src=np.asarray(src, dtype=np.intp)[order], dst=dst_sorted,
+                     src=np.asarray(src, dtype=np.intp)[order],
                      step=np.asarray(step, dtype=np.intp)[order], steps=tuple(steps),
                      moves=tuple(moves[i] for i in order),
                      group_starts=starts, group_targets=dst_sorted[starts])
@@ -236,7 +235,7 @@ class PricedSpace:
                 levels, ((0, 0), (0, edges.states - levels.shape[1])),
                 constant_values=math.inf)
         weights = self._edge_weights(edges)
-        level = _first_level_within_tie(levels[:, target_id])
+        level = int(_tie_levels(levels[:, target_id:target_id + 1])[0])
         if level < 0:
             return None
         steps: list[tuple[State, Move, float]] = []
@@ -285,28 +284,26 @@ class PricedSpace:
             arrived = np.minimum.reduceat(current[:, edges.src] + weights,
                                           edges.group_starts, axis=1)
             improved = current.copy()
-            np.minimum(improved[:, edges.group_targets], arrived,
-                       out=arrived)
-            improved[:, edges.group_targets] = arrived
+            improved[:, edges.group_targets] = np.minimum(current[:, edges.group_targets],
+                                                          arrived)
             if np.array_equal(improved, current):
                 return np.stack(levels)
             levels.append(improved)
             current = improved
 
 
-def _first_level_within_tie(values: np.ndarray) -> int:
-    """The fewest moves whose cheapest sum is within ``TIE_TOLERANCE`` of the best; -1 if none."""
-    best = values[-1]
-    if math.isinf(best):
-        return -1
-    return int(np.argmax(values <= best + TIE_TOLERANCE * abs(best)))
+def _tie_levels(levels: np.ndarray) -> np.ndarray:
+    """Per state (column), the fewest moves whose cheapest sum is within ``TIE_TOLERANCE`` of
+    the best; -1 where unreachable."""
+    best = levels[-1]
+    first = np.argmax(levels <= best + TIE_TOLERANCE * np.abs(best), axis=0)
+    first[np.isinf(best)] = -1
+    return first
 
 
 def _settle_ties(levels: np.ndarray) -> np.ndarray:
     """Per state, the cheapest sum at the fewest moves within ``TIE_TOLERANCE`` of the best."""
-    best = levels[-1]
-    within = levels <= best + TIE_TOLERANCE * np.abs(best)
-    first = np.argmax(within, axis=0)
-    row = np.take_along_axis(levels, first[None, :], axis=0)[0]
-    row[np.isinf(best)] = math.inf
+    first = _tie_levels(levels)
+    row = np.take_along_axis(levels, np.maximum(first, 0)[None, :], axis=0)[0]
+    row[first < 0] = math.inf
     return row
