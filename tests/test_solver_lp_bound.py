@@ -14,7 +14,7 @@ import pytest
 
 from solver import ChoiceProblem, solve
 from solver.backends import lp
-from solver.backends.formulation import build
+from solver.backends.formulation import build, decode_weighted
 from solver.compact import build_work, index_work
 from solver.exact import exhaustive
 
@@ -138,7 +138,8 @@ def test_support_of_an_optimal_x_gives_the_lp_optimum(seed):
     ix = index_work(build_work(problem))
     form = build(ix, flow=True)
     optimum, x = _simplex_optimum(form)
-    answer, value = lp._solve_on_support(form, x, None)
+    choice, _ = decode_weighted(form, x)
+    answer, value = lp._solve_on_support(form, x, choice, None)
     assert value == pytest.approx(optimum, rel=1e-9, abs=1e-12)
     assert answer.bound <= optimum + 1e-9 * max(1.0, abs(optimum))
     assert answer.x is not None and ix.evaluate(answer.x) >= optimum - 1e-9

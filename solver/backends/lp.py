@@ -156,18 +156,21 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     if converged:
         yield first
         return
-    support, value = _solve_on_support(form, primal, time_limit)
+    support, value = _solve_on_support(form, primal, first.x, _left(time_limit, start))
     bound = max(first.bound, support.bound)
     logger.info("support LP: value %.10g, bound %.10g", value, bound)
     last = first if support.x is None else LPAnswer(support.x, bound, support.weight)
     yield last
-    if time_limit is not None:
-        time_limit -= time.perf_counter() - start
-        if time_limit <= 0:
-            return
+    time_limit = _left(time_limit, start)
+    if time_limit is not None and time_limit <= 0:
+        return
     barrier = _solve_highs_lp(form, time_limit, barrier=True)
     kept = barrier if barrier.x is not None else last
     yield LPAnswer(kept.x, max(bound, barrier.bound), kept.weight)
+
+
+def _left(time_limit: float | None, start: float) -> float | None:
+    return None if time_limit is None else time_limit - (time.perf_counter() - start)
 
 
 def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP
@@ -180,24 +183,18 @@ def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALIT
 SUPPORT = 1e-3  # x above this, and each node's largest, span the support LP
 
 
-def _solve_on_support(form: Formulation, primal: np.ndarray | None, time_limit: float | None
-                      ) -> tuple[LPAnswer, float]:
+def _solve_on_support(form: Formulation, primal: np.ndarray | None, largest: np.ndarray | None,
+                      time_limit: float | None) -> tuple[LPAnswer, float]:
     """``(answer, LP value)`` of the LP restricted to the columns where PDLP's x exceeds
-    ``SUPPORT`` (and each node's largest x, so every one-hot row keeps a column), by the dual
-    simplex: a vertex of the face PDLP was converging to. Its value is an upper bound of the
-    LP optimum; ``answer.bound`` holds for the whole LP (``dual_bound`` over every column),
-    though with degenerate duals it is weak. ``(no answer, inf)`` when the restricted LP is
-    infeasible or unsolved."""
-    if primal is None:
+    ``SUPPORT`` (and each node's ``largest``, its decoded choice, so every one-hot row keeps a
+    column), by the dual simplex: a vertex of the face PDLP was converging to. Its value is an
+    upper bound of the LP optimum; ``answer.bound`` holds for the whole LP (``dual_bound``
+    over every column), though with degenerate duals it is weak. ``(no answer, inf)`` when
+    the restricted LP is infeasible or unsolved."""
+    if primal is None or largest is None:
         return LPAnswer(None, -math.inf), math.inf
     keep = primal > SUPPORT
-    sizes = np.diff(form.offsets)
-    starts = form.offsets[:-1]
-    largest = np.maximum.reduceat(primal[:form.num_x], starts) if sizes.size else primal[:0]
-    top = np.flatnonzero(primal[:form.num_x] == np.repeat(largest, sizes))
-    _, first = np.unique(np.searchsorted(form.offsets, top, side="right") - 1,
-                         return_index=True)
-    keep[top[first]] = True
+    keep[form.offsets[:-1] + largest] = True
     columns = np.flatnonzero(keep)
     renumber = np.full(form.num_vars, -1, dtype=np.int64)
     renumber[columns] = np.arange(columns.size)
