@@ -163,12 +163,15 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
     blocks at each end; an integral LP optimum whose plan meets the bound is the answer.
 
     When it does not (the plan pays at the junctions between the distinct and the tied blocks,
-    where the LP's linking is relaxed), the tied blocks are fixed to the LP's choices and the
-    rest re-optimised exactly (``_polish``): first only where the LP hesitated, then all of
-    it if that is not enough (``solver.polish``); if a gap is left, the plan says what it
-    was restricted to, and only a gap above ``GOOD_ENOUGH_GAP`` goes on to the search with
-    all interior blocks tied but free."""
-    bound, best, best_value, after, restriction = -math.inf, None, math.inf, before, ""
+    where the LP's linking is relaxed, or PDLP's x split nodes between optimal vertices), the
+    tied blocks are fixed to the LP's choices and the rest re-optimised exactly (``_polish``)
+    only where the LP hesitated; then the next LP answer (a vertex on PDLP's support, which
+    costs a tenth of a second) gets the same; only then is all of the rest re-optimised
+    (``solver.polish``), before any answer that solves the whole LP again. If a gap is left,
+    the plan says what it was restricted to, and only a gap above ``GOOD_ENOUGH_GAP`` goes
+    on to the search with all interior blocks tied but free."""
+    bound, best, best_value, after = -math.inf, None, math.inf, before
+    how, best_ends = "", 0  # how the best plan was polished, from the LP with how many ends
     for ends in PERIODIC_ENDS:
         if len(chain.blocks) - 2 * ends < 2:
             break
@@ -180,7 +183,7 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         # 300 s limit: 10,000 PDLP iterations plus the barrier on 560 k variables took ~140 s
         # on one core, the LP gave up, and the tied search ran out of time at a 3.6 % gap.)
         remaining = clock.remaining()
-        lp_bound, tried = -math.inf, set()
+        lp_bound, tried, polished = -math.inf, set(), None
         for relaxed in lp_answers(lp.form, None if remaining is None else remaining * 2 / 3,
                                   gap):
             clock.lap("periodic_lp")
@@ -189,18 +192,27 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
             x = relaxed.x
             if x is not None and x.tobytes() not in tried:
                 tried.add(x.tobytes())
-                choices, value, how = _periodic_plan(problem, chain, agg, ends, lp, relaxed,
-                                                     clock, gap, bound)
+                choices, value, polish = _periodic_plan(problem, chain, agg, ends, lp,
+                                                        relaxed, clock, gap, bound)
                 if value < best_value:
-                    best, best_value = choices, value
-                    restriction = _periodic_restriction(ends, how)
+                    best, best_value, how, best_ends = choices, value, polish, ends
+            if best is not None and best != polished and not _closed(best_value, bound, gap) \
+                    and not relaxed.next_is_cheap:
+                # the next answer, if any, solves the whole LP again: first polish all of the
+                # rest around the tied run
+                answer = _polish(problem, tied_run(chain, ends, problem.num_nodes), best, clock,
+                                 gap)
+                if answer is not None and answer.objective <= best_value:
+                    best, best_value, best_ends = answer.choices, answer.objective, ends
+                    how = "all" if answer.optimal else how
+                polished = best
             if best is not None and _closed(best_value, bound, gap):
                 break
         after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
         if best is not None and _closed(best_value, bound, gap):
             return _restricted_unless_optimal(
                 _finish(problem, best, bound, False, clock, "periodic", before, after),
-                restriction)
+                _periodic_restriction(best_ends, how))
         if lp_bound == -math.inf:
             break  # out of time
         logger.info("periodic LP with %d distinct end blocks: bound %.6g, plan %.6g", ends,
@@ -213,7 +225,8 @@ def _solve_periodic(problem: ChoiceProblem, chain: Chain, clock: _Clock, gap: fl
         answer = _solve_restricted(problem, chain, clock, gap, before, bound)
     if best is not None and (answer is None or best_value < answer.objective):
         return _restricted_unless_optimal(
-            _finish(problem, best, bound, False, clock, "periodic", before, after), restriction)
+            _finish(problem, best, bound, False, clock, "periodic", before, after),
+            _periodic_restriction(best_ends, how))
     return answer
 
 
@@ -221,23 +234,21 @@ def _periodic_plan(problem: ChoiceProblem, chain: Chain, agg: Aggregated, ends: 
                    lp: PeriodicLP, relaxed: LPAnswer, clock: _Clock, gap: float,
                    bound: float) -> tuple[tuple[int, ...], float, str]:
     """``(choices, value, how polished)`` of the plan an LP answer gives: its x expanded to
-    every block, then, if that misses ``gap``, polished first around the LP's undecided nodes
-    and their neighbours and then everywhere outside the tied run (``solver.polish``)."""
+    every block, then, if that misses ``gap``, polished around the LP's undecided nodes and
+    their neighbours (``solver.polish``). The polish of all the rest, which costs a MIP of a
+    few blocks, is the caller's: it waits until no cheaper LP answer is left to try."""
     assert relaxed.x is not None
     choices = expand(chain, agg, lp.lift(relaxed.x), problem.num_nodes)
     value, how = problem.evaluate(choices), ""
-    tries = [] if _closed(value, bound, gap) else [
-        ("near", decided_elsewhere(problem, chain, agg, ends, lp.indexed.ids, relaxed.weight)),
-        ("all", tied_run(chain, ends, problem.num_nodes))]
-    if tries and np.array_equal(tries[0][1], tries[1][1]):
-        del tries[0]  # the LP decided nothing outside the tied run
-    for name, fixed in tries:
-        answer = _polish(problem, fixed, choices, clock, gap)
-        if answer is not None and answer.objective <= value:
-            choices, value = answer.choices, answer.objective
-            how = name if answer.optimal else how
-        if _closed(value, bound, gap):
-            break
+    if _closed(value, bound, gap):
+        return choices, value, how
+    near = decided_elsewhere(problem, chain, agg, ends, lp.indexed.ids, relaxed.weight)
+    if np.array_equal(near, tied_run(chain, ends, problem.num_nodes)):
+        return choices, value, how  # the LP decided nothing outside the tied run
+    answer = _polish(problem, near, choices, clock, gap)
+    if answer is not None and answer.objective <= value:
+        choices, value = answer.choices, answer.objective
+        how = "near" if answer.optimal else how
     return choices, value, how
 
 

@@ -170,3 +170,27 @@ def test_capped_pdlp_answers_support_vertex_first_then_barrier(seed, monkeypatch
     assert ix.evaluate(first.x) >= optimum - tolerance
     assert second.bound == pytest.approx(optimum, rel=1e-6, abs=1e-6)
     assert first.bound <= second.bound <= optimum + tolerance
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_converged_pdlp_answers_itself_then_the_support_vertex(seed, monkeypatch):
+    """PDLP converged: its own answer first (saying the next is cheap), then the simplex
+    vertex on its support, whose value is the LP optimum; never the barrier."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "_solve_highs_lp", lambda *a, **k: pytest.fail("barrier ran"))
+    problem = chain_like(seed)
+    ix = index_work(build_work(problem))
+    form = build(ix, flow=True)
+    optimum, _ = _simplex_optimum(form)
+    supports = []
+    real = lp._solve_on_support
+    monkeypatch.setattr(lp, "_solve_on_support",
+                        lambda *a: supports.append(real(*a)) or supports[-1])
+    first, second = lp.lp_answers(form, None, gap=1e-6)
+    (support, value), = supports
+    tolerance = 1e-6 * max(1.0, abs(optimum))
+    assert first.next_is_cheap and not second.next_is_cheap
+    assert value == pytest.approx(optimum, rel=1e-6, abs=1e-9)
+    assert np.array_equal(second.x, support.x)
+    assert first.bound <= second.bound <= optimum + tolerance
+    assert second.bound >= optimum - tolerance

@@ -13,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import solver.api as api
 from solver import ChoiceProblem, solve
 from solver.backends import lp
 from solver.exact import exhaustive
-from solver.periodic import aggregate, find_chain
+from solver.periodic import aggregate, expand, find_chain
 
 
 def chain_problem(seed: int, layers: int, per_block: int, options: int, rest: int,
@@ -205,3 +206,31 @@ def test_capped_pdlp_plans_from_the_support_vertex_before_the_barrier(seed, monk
     assert best - 1e-9 <= answer.objective
     assert answer.objective <= answer.bound + 0.05 * answer.objective + 1e-9 \
         or answer.restricted
+
+
+def test_converged_pdlp_that_rounds_badly_is_closed_by_its_support_vertex(monkeypatch):
+    """Seed 11: PDLP converges, but its x rounds to a plan short of the gap (the polish used
+    to run for it). The vertex on PDLP's support gives the exhaustive optimum with no polish
+    and no second LP."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    calls = []
+    for module, name in ((api, "_polish"), (api, "periodic_lp"), (lp, "_solve_on_support")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k:
+                            calls.append(_name) or _real(*a, **k))
+    rounded = []
+    real_plan = api._periodic_plan
+
+    def plan(problem, chain, agg, ends, lp_, relaxed, *rest):
+        rounded.append(problem.evaluate(expand(chain, agg, lp_.lift(relaxed.x),
+                                               problem.num_nodes)))
+        return real_plan(problem, chain, agg, ends, lp_, relaxed, *rest)
+
+    monkeypatch.setattr(api, "_periodic_plan", plan)
+    problem = chain_problem(11, layers=5, per_block=2, options=3, rest=2)
+    _, best = exhaustive(problem)
+    answer = solve(problem, gap=1e-6)
+    assert calls == ["periodic_lp", "_solve_on_support"]
+    assert len(rounded) == 2 and rounded[0] > best * (1 + 1e-6) + 1e-9
+    assert answer.objective == pytest.approx(best, abs=1e-9)
+    assert answer.bound <= best + 1e-9

@@ -128,11 +128,15 @@ class LPAnswer:
     ``bound``: a proven lower bound (``-inf`` when the LP gave none in time, ``inf`` when it
     is infeasible, in which case the MIP is infeasible too). ``weight``: per node, the LP's
     x of the chosen option, which says where a rounded plan may be wrong (``solver.polish``).
+    ``next_is_cheap``: the next answer, if asked for, is a simplex on a few thousand columns;
+    otherwise it solves the whole LP again, or there is none (so a caller polishes its best
+    plan fully before asking).
     """
 
     x: np.ndarray | None
     bound: float
     weight: np.ndarray | None = None
+    next_is_cheap: bool = False
 
 
 def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP
@@ -141,26 +145,33 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     the last did not give a plan within ``gap`` of its bound. ``gap`` also sets how exactly
     PDLP solves (``pdlp_tolerance``); the simplex is exact anyway.
 
-    One answer from the simplex, or from PDLP when it converges. Past PDLP's cap its duals
-    already prove a bound, but its x is an interior point of the optimal face and rounds
-    badly (llama3-8b dp=2,fsdp=2,tp=16: a plan 20 % above the bound, 19 % after the polish).
-    So the first answer takes a vertex from the simplex on the columns PDLP's x uses
-    (``_solve_on_support``: 1,351 of 341 k columns in 0.1 s; the same LP value and the same 129
-    fractional nodes as the barrier with crossover, which took 48 s) with PDLP's bound; the
-    second is the barrier's, whose bound is the LP optimum."""
+    The simplex gives one answer. PDLP's x is an interior point of the optimal face: where
+    that face holds more than one vertex it splits nodes between them and rounds badly. So
+    after PDLP comes a vertex from the simplex on the columns PDLP's x uses
+    (``_solve_on_support``) with PDLP's bound:
+
+    * when PDLP converged, as the second answer. gpt2 dp=2,fsdp=2,tp=2 on 8 devices: PDLP's x
+      rounds to a plan 11 % above its bound (still 11 % after the full polish); the vertex,
+      on a few thousand of 596 k columns in 0.1 s, is a plan at the bound, where the search
+      before took two more LPs and a MIP (169 s in all);
+    * past PDLP's cap, as the first: its x is not even optimal (llama3-8b dp=2,fsdp=2,tp=16: a
+      plan 20 % above the bound). The vertex, on 1,351 of 341 k columns in 0.1 s, has the same
+      LP value and the same 129 fractional nodes as the barrier with crossover, which took
+      48 s. The barrier's answer, with the LP optimum as its bound, comes last."""
     if form.num_vars < PDLP_MIN_VARS or form.memory_rows:
         yield _solve_highs_lp(form, time_limit, barrier=False)
         return
     start = time.perf_counter()
     first, primal, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
     if converged:
-        yield first
-        return
+        yield dataclasses.replace(first, next_is_cheap=True)
     support, value = _solve_on_support(form, primal, first.x, _left(time_limit, start))
     bound = max(first.bound, support.bound)
     logger.info("support LP: value %.10g, bound %.10g", value, bound)
     last = first if support.x is None else LPAnswer(support.x, bound, support.weight)
     yield last
+    if converged:
+        return
     time_limit = _left(time_limit, start)
     if time_limit is not None and time_limit <= 0:
         return
