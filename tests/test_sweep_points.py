@@ -116,3 +116,24 @@ def test_point_ids_name_overrides_and_training_choices() -> None:
                      optimizer="sgd", recompute="full", overrides=(("layers", 8),))
     (point,) = enumerate_points(spec)
     assert point.point_id == "llama3-8b.layers8_train-sgd-full_b8_s64_dgx-h100_default_dp2"
+
+
+def test_points_are_handed_out_by_graph_then_slowest_first() -> None:
+    """Each graph's points stay together, in the order its first point came; within a
+    graph more axes go first, then more devices, and equal keys keep their order."""
+    from autoshard.sweep_points import Point
+    from autoshard.sweep_runner import grouped
+
+    small, large = (Shape(model=m, batch=1, seq=8, training=True) for m in ("gpt2", "llama3-8b"))
+    meshes = [(("dp", 8),), (("dp", 2), ("tp", 4)), (("dp", 2), ("fsdp", 2), ("tp", 2)),
+              (("dp", 4), ("tp", 2)), (("dp", 16),), (("dp", 2), ("fsdp", 2), ("tp", 4))]
+    points = [Point(shape=shape, mesh=mesh, topology="dgx-h100")
+              for mesh in meshes for shape in (small, large)]
+    order = grouped(points)
+    shapes = [p.shape for p in order]
+    assert shapes == [small] * len(meshes) + [large] * len(meshes)
+    for shape in (small, large):
+        keys = [(len(p.mesh), p.devices) for p in order if p.shape == shape]
+        assert keys == sorted(keys, reverse=True)
+        ties = [p.mesh for p in order if p.shape == shape and (len(p.mesh), p.devices) == (2, 8)]
+        assert ties == [(("dp", 2), ("tp", 4)), (("dp", 4), ("tp", 2))]
