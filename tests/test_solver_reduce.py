@@ -125,3 +125,35 @@ def test_single_option_nodes_fold_away_exactly(seed: int) -> None:
     assert answer.objective == pytest.approx(best, abs=1e-9)
     assert answer.optimal and answer.bound == pytest.approx(best, abs=1e-9)  # constants kept
     assert all(answer.choices[node] == option for node, option in pinned.items())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_remembering_clean_nodes_reduces_exactly_as_much(seed, monkeypatch) -> None:
+    """``reduce_work`` skips the dominance check of nodes whose inputs are the very arrays
+    it found clean before; the reduced problem is the same as when every node is checked
+    every time (a grid with ties, so reductions cascade over several rounds)."""
+    from solver import reduce as reduce_module
+
+    rng = np.random.default_rng(seed)
+    side = 4
+    costs = [rng.integers(0, 3, size=4).astype(float) for _ in range(side * side)]
+    edges = [(a, b, rng.integers(0, 4, size=(4, 4)).astype(float))
+             for a in range(side * side) for b in (a + 1, a + side)
+             if b < side * side and (b != a + 1 or b % side)]
+    problem = ChoiceProblem(node_costs=costs, edges=edges)
+    checked = []
+    real = reduce_module._dominated
+    monkeypatch.setattr(reduce_module, "_dominated",
+                        lambda f: checked.append(f.shape) or real(f))
+    remembered = build_work(problem)
+    reduce_module.reduce_work(remembered)
+    with_cache = len(checked)
+    monkeypatch.setattr(reduce_module, "_same_sources", lambda a, b: False)
+    checked.clear()
+    fresh = build_work(problem)
+    reduce_module.reduce_work(fresh)
+    assert with_cache < len(checked)
+    assert remembered.size() == fresh.size()
+    for node in fresh.nodes():
+        assert np.array_equal(remembered.table[node], fresh.table[node])
+        assert np.array_equal(remembered.costs[node], fresh.costs[node])
