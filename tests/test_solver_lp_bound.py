@@ -145,20 +145,26 @@ def test_support_of_an_optimal_x_gives_the_lp_optimum(seed):
     assert answer.x is not None and ix.evaluate(answer.x) >= optimum - 1e-9
 
 
+def _watch_support(seed: int, monkeypatch) -> tuple:
+    """``(indexed, form, LP optimum, support calls)`` of a random chain, with every
+    ``_solve_on_support`` answer recorded."""
+    ix = index_work(build_work(chain_like(seed)))
+    form = build(ix, flow=True)
+    optimum, _ = _simplex_optimum(form)
+    supports: list = []
+    real = lp._solve_on_support
+    monkeypatch.setattr(lp, "_solve_on_support",
+                        lambda *a: supports.append(real(*a)) or supports[-1])
+    return ix, form, optimum, supports
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_capped_pdlp_answers_support_vertex_first_then_barrier(seed, monkeypatch):
     """Past PDLP's cap the first answer is the support LP's vertex with PDLP's bound (below
     the LP optimum; the vertex's value above it), the second the barrier's, at the optimum."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_MAX_ITERATIONS", 64)
-    problem = chain_like(seed)
-    ix = index_work(build_work(problem))
-    form = build(ix, flow=True)
-    optimum, _ = _simplex_optimum(form)
-    supports = []
-    real = lp._solve_on_support
-    monkeypatch.setattr(lp, "_solve_on_support",
-                        lambda *a: supports.append(real(*a)) or supports[-1])
+    ix, form, optimum, supports = _watch_support(seed, monkeypatch)
     answers = list(lp.lp_answers(form, None, gap=1e-3))
     assert len(answers) == 2 and len(supports) == 1
     (support, value), = supports
@@ -178,14 +184,7 @@ def test_converged_pdlp_answers_itself_then_the_support_vertex(seed, monkeypatch
     vertex on its support, whose value is the LP optimum; never the barrier."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     monkeypatch.setattr(lp, "_solve_highs_lp", lambda *a, **k: pytest.fail("barrier ran"))
-    problem = chain_like(seed)
-    ix = index_work(build_work(problem))
-    form = build(ix, flow=True)
-    optimum, _ = _simplex_optimum(form)
-    supports = []
-    real = lp._solve_on_support
-    monkeypatch.setattr(lp, "_solve_on_support",
-                        lambda *a: supports.append(real(*a)) or supports[-1])
+    _, form, optimum, supports = _watch_support(seed, monkeypatch)
     first, second = lp.lp_answers(form, None, gap=1e-6)
     (support, value), = supports
     tolerance = 1e-6 * max(1.0, abs(optimum))
