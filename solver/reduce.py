@@ -94,24 +94,19 @@ def prune_memory(work: Work) -> bool:
     return changed
 
 
-def _feature_sources(work: Work, node: int) -> tuple:
-    """What ``_features`` reads for ``node``: its arrays themselves, not copies."""
-    return (work.costs[node], *(row[node] for row in work.rows if node in row),
-            *((other, work.adj[node][other]) for other in sorted(work.adj[node])))
+def _feature_sources(work: Work, node: int) -> tuple[tuple[int, ...], tuple[np.ndarray, ...]]:
+    """What ``_features`` reads for ``node``: its neighbours, and its arrays themselves (not
+    copies): costs, memory vectors, incident matrices."""
+    others = tuple(sorted(work.adj[node]))
+    return others, (work.costs[node], *(row[node] for row in work.rows if node in row),
+                    *(work.adj[node][other] for other in others))
 
 
 def _same_sources(first: tuple, second: tuple) -> bool:
     """Identity, not equality: the reductions never write into an array, they replace it,
     and a cached tuple holds its arrays alive, so ``is`` cannot be fooled by a reused id."""
-    if len(first) != len(second):
-        return False
-    for a, b in zip(first, second, strict=True):
-        if isinstance(a, tuple):
-            if not isinstance(b, tuple) or a[0] != b[0] or a[1] is not b[1]:
-                return False
-        elif a is not b:
-            return False
-    return True
+    return first[0] == second[0] and len(first[1]) == len(second[1]) and all(
+        a is b for a, b in zip(first[1], second[1], strict=True))
 
 
 def prune_dominated(work: Work, deadline: float | None = None,
@@ -120,8 +115,8 @@ def prune_dominated(work: Work, deadline: float | None = None,
 
     ``clean`` remembers, across calls, the nodes found to have nothing dominated and what
     their features were read from; a node whose costs, memory and incident matrices are
-    still those very arrays is not compared again (a 3-axis periodic LP build: 2,895
-    comparisons over three rounds of ``reduce_work``, most of them repeats)."""
+    still those very arrays is not compared again (a 3-axis periodic LP build: 864
+    comparisons over three rounds of ``reduce_work``, 515 with this)."""
     pending = work.nodes()
     any_change = False
     while pending:
