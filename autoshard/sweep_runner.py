@@ -12,6 +12,7 @@ cluster needs no shared filesystem.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import signal
 import time
 import uuid
@@ -185,7 +186,8 @@ def run_processes(points: Sequence[Point], settings: RunSettings, jobs: int
     """A process pool of ``jobs`` workers; results in completion order. Workers ignore
     SIGINT: on Ctrl-C (or any early exit) the driver cancels the points not started and ends
     the workers, having already written every finished row."""
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(jobs,))
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(),
+                               initializer=_start_worker, initargs=(jobs,))
     try:
         futures = [pool.submit(run_point, p, settings) for p in grouped(points)]
         for future in as_completed(futures):
@@ -194,6 +196,19 @@ def run_processes(points: Sequence[Point], settings: RunSettings, jobs: int
         _stop(pool)
         raise
     pool.shutdown(wait=True)
+
+
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Workers forked from a clean server process, not from the driver: a driver that has
+    imported JAX or PyTorch runs their threads, and a fork copies whatever locks those
+    threads held (Python warns that it may deadlock; 3.14 made ``forkserver`` the default on
+    Linux for this reason). The server imports the planner once, so each worker still starts
+    with it loaded."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")  # Windows
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
 
 
 def _start_worker(jobs: int) -> None:

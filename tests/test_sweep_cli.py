@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,17 @@ def test_a_sweep_from_before_gap_resumes_only_at_its_own_gap(tmp_path: Path) -> 
     again = run(*TINY_MLP, "--out", str(out), "--resume", "--plans", "none", "--gap", "1e-6")
     assert again.exit_code == 0 and "0 computed, 3 already done" in again.output
     assert "--gap 1e-06" in (out / "summary.md").read_text()
+
+
+@pytest.mark.jax
+def test_a_pool_never_forks_a_driver_running_jax(tmp_path: Path) -> None:
+    """A driver that has imported JAX runs its threads; forking it may deadlock a worker (JAX
+    warns so from an at-fork hook). The workers come from a clean server process instead."""
+    import jax.numpy as jnp
+
+    jnp.zeros(1).block_until_ready()  # JAX's backend and threads are up
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run(*TINY_MLP, "--out", str(tmp_path / "two"), "--plans", "none", "-j", "2")
+    assert result.exit_code == 0, result.output
+    assert not [w for w in caught if "fork" in str(w.message)]
