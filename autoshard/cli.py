@@ -19,6 +19,7 @@ from autoshard.cli_export import export_command
 from autoshard.cli_import import import_group
 from autoshard.cli_sweep import sweep_command
 from autoshard.cli_verify import verify_command
+from autoshard.logs import configure_logging
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 def main(verbose: int) -> None:
     """autoshard: plan how every tensor of a model is sharded over a device mesh."""
     level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(level)
 
 
 @main.command("plan")

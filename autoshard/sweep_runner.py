@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoshard.errors import AutoshardError, MemoryTooSmallError, UsageError
+from autoshard.logs import configure_logging, driver_log_level
 from autoshard.plan_record import Plan
 from autoshard.sweep_points import Point, Shape
 from costmodel import CostModelError
@@ -187,7 +188,7 @@ def run_processes(points: Sequence[Point], settings: RunSettings, jobs: int
     SIGINT: on Ctrl-C (or any early exit) the driver cancels the points not started and ends
     the workers, having already written every finished row."""
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(),
-                               initializer=_start_worker, initargs=(jobs,))
+                               initializer=_start_worker, initargs=(jobs, driver_log_level()))
     try:
         futures = [pool.submit(run_point, p, settings) for p in grouped(points)]
         for future in as_completed(futures):
@@ -211,10 +212,13 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def _start_worker(jobs: int) -> None:
-    """Ignore SIGINT (the driver stops the pool) and take a fair share of the cores for the
-    solver's threads: oversubscribed, PDLP's threads wait on each other at every step."""
+def _start_worker(jobs: int, log_level: int | None = None) -> None:
+    """Ignore SIGINT (the driver stops the pool), log as the driver does (``autoshard -v``),
+    and take a fair share of the cores for the solver's threads: oversubscribed, PDLP's
+    threads wait on each other at every step."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if log_level is not None:
+        configure_logging(log_level)
     share_cores(jobs)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -278,3 +280,16 @@ def test_a_pool_never_forks_a_driver_running_jax(tmp_path: Path) -> None:
         result = run(*TINY_MLP, "--out", str(tmp_path / "two"), "--plans", "none", "-j", "2")
     assert result.exit_code == 0, result.output
     assert not [w for w in caught if "fork" in str(w.message)]
+
+
+def test_workers_log_as_the_driver_does(tmp_path: Path) -> None:
+    """``-v`` reaches the pool's workers, which the forkserver starts without the driver's
+    logging: each infeasible point's reason is logged by the worker that planned it."""
+    args = ["-v", "sweep", *TINY_MLP, "--memory", "1KB", "--plans", "none", "-j", "2",
+            "--out", str(tmp_path / "out")]
+    result = subprocess.run([sys.executable, "-c", "from autoshard.cli import main; main()",
+                             *args], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines()
+             if line.startswith("INFO autoshard.sweep_runner: point ")]
+    assert len(lines) == 3 and all("no plan fits" in line for line in lines), result.stderr
