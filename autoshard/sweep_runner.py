@@ -204,7 +204,9 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     imported JAX or PyTorch runs their threads, and a fork copies whatever locks those
     threads held (Python warns that it may deadlock; 3.14 made ``forkserver`` the default on
     Linux for this reason). The server imports the planner once, so each worker still starts
-    with it loaded."""
+    with it loaded. What the driver changed at run time (an op registered with
+    ``graphs.register_op`` from a script) is not seen by the workers, as on a Dask cluster;
+    such a sweep runs in-process (``-j 1``)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")  # Windows
     context = multiprocessing.get_context("forkserver")
