@@ -12,7 +12,6 @@ import itertools
 import json
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,7 @@ from autoshard.placements import Partial, Replicate, Shard
 from autoshard.reshard import ReshardError, find_reshard, reshard_cost_matrix
 from autoshard.sharding import TensorSharding
 from costmodel import CollectiveKind, collective_seconds, get_preset
-
-REFERENCE = Path(__file__).resolve().parent / "data" / "known-answers.json"
+from tests.support import KNOWN_ANSWERS
 
 
 def make_mesh(text: str) -> Mesh:
@@ -61,7 +59,7 @@ def _parse_dims(text: str) -> list[list[str]]:
 
 
 def _sdy_cases() -> list[dict]:
-    cases = [c for c in json.loads(REFERENCE.read_text())
+    cases = [c for c in json.loads(KNOWN_ANSWERS.read_text())
              if c["kind"] == "sdy_reshard_to_collectives"]
     keep = []
     for case in cases:

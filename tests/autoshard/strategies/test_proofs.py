@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_graphs_shards import _IDS, CASES, Case, _arrays
 
 from autoshard import hand_rules
 from autoshard.layout import shard_array, unshard_arrays
 from autoshard.mesh import Mesh
 from autoshard.strategies import enumerate_strategies
 from graphs import DType, GraphError, TensorSpec, get_op, local_attrs
+from tests.graphs.ops.test_local_shards import _IDS, CASES, Case, _arrays
 
 MESHES = ("x=2", "x=2,y=2", "x=2,y=1,z=2", "x=2,y=2,z=2")
 PER_CASE_3D = 48   # strategies executed per case on 3-D meshes (every k-th, deterministic)

@@ -7,7 +7,10 @@ import os
 
 import pytest
 import torch
-from torch_checks import (
+
+import autoshard
+from graphs.importers import from_torch, unmapped_ops
+from tests.support.torch_checks import (
     MATMUL_KINDS,
     assert_close,
     graph_flops,
@@ -15,9 +18,6 @@ from torch_checks import (
     run_imported,
     torch_flops,
 )
-
-import autoshard
-from graphs.importers import from_torch, unmapped_ops
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 import transformers  # imported after HF_HUB_OFFLINE is set: never reach the Hub

@@ -21,7 +21,6 @@ import itertools
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -37,14 +36,14 @@ from autoshard.reshard_state import moves_from
 from autoshard.sharding import TensorSharding
 from costmodel import get_preset
 from graphs import DType, TensorSpec
+from tests.support import KNOWN_ANSWERS
 
-DATA = Path(__file__).resolve().parent / "data" / "known-answers.json"
 TOPOLOGY = get_preset("dgx-h100")
 HBM_BW = float(TOPOLOGY.device.hbm_bw_bytes_per_s)
 
 
 def _cases(kind: str) -> dict[str, dict]:
-    cases = [c for c in json.loads(DATA.read_text()) if c["kind"] == kind]
+    cases = [c for c in json.loads(KNOWN_ANSWERS.read_text()) if c["kind"] == kind]
     named = {}
     for case in cases:
         match = re.search(r"func @(\w+)", case["source"])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,12 +36,11 @@ from autoshard.export import (
 from autoshard.mesh import Mesh
 from autoshard.placements import Partial, Replicate, Shard, StridedShard
 from autoshard.sharding import TensorSharding
-
-REFERENCE = Path(__file__).resolve().parent / "data" / "known-answers.json"
+from tests.support import KNOWN_ANSWERS
 
 
 def _cases(kind: str) -> list[dict]:
-    return [c for c in json.loads(REFERENCE.read_text()) if c["kind"] == kind]
+    return [c for c in json.loads(KNOWN_ANSWERS.read_text()) if c["kind"] == kind]
 
 
 def _entry(spec_entry: str | list[str] | None) -> str | tuple[str, ...] | None:

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_autoshard_strategy_proofs import _run
-from test_graphs_shards import _check_factor
 
 from autoshard.mesh import Mesh
 from autoshard.strategies import enumerate_strategies
 from graphs import DType, TensorSpec, get_op
+from tests.autoshard.strategies.test_proofs import _run
+from tests.graphs.ops.test_local_shards import _check_factor
 
 Z = {"a": 4, "b": 4, "c": 4, "d": 2, "e": 4}
 F, INT = DType.F64, DType.INT64

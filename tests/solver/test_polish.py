@@ -12,7 +12,6 @@ import itertools
 
 import numpy as np
 import pytest
-from test_solver_periodic import chain_problem
 
 import solver.api as api
 from solver import ChoiceProblem, solve
@@ -20,6 +19,7 @@ from solver.backends import lp
 from solver.exact import exhaustive
 from solver.periodic import aggregate, find_chain, periodic_lp
 from solver.polish import DECIDED, decided_elsewhere, fix, tied_run
+from tests.solver.test_periodic import chain_problem
 
 
 def best_with_fixed(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...]

@@ -10,7 +10,11 @@ import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch_checks import (
+
+import autoshard
+from graphs import dumps
+from graphs.importers import UnmappedOpsError, UnmappedOpsWarning, from_torch, unmapped_ops
+from tests.support.torch_checks import (
     MATMUL_KINDS,
     assert_close,
     graph_flops,
@@ -18,10 +22,6 @@ from torch_checks import (
     run_imported,
     torch_flops,
 )
-
-import autoshard
-from graphs import dumps
-from graphs.importers import UnmappedOpsError, UnmappedOpsWarning, from_torch, unmapped_ops
 
 pytestmark = pytest.mark.torch
 

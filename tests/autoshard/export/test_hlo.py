@@ -4,7 +4,6 @@ upstream answers in known-answers.json and the torch-xla thread (reference 003).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,12 +24,11 @@ from autoshard.export import (
     parse_shardy,
     shardy_to_hlo_sharding,
 )
-
-REFERENCE = Path(__file__).resolve().parent / "data" / "known-answers.json"
+from tests.support import KNOWN_ANSWERS
 
 
 def _cases(kind: str) -> list[dict]:
-    cases = json.loads(REFERENCE.read_text())
+    cases = json.loads(KNOWN_ANSWERS.read_text())
     return [c for c in cases if c["kind"] == kind]
 
 

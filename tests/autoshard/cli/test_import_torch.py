@@ -13,9 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from autoshard.cli import main
+from tests.support import DATA_DIR
 
 pytestmark = pytest.mark.torch
-DATA = Path(__file__).parent / "data" / "torch_models.py"
+DATA = DATA_DIR / "torch_models.py"
 
 
 def _run(*args: str):

@@ -14,7 +14,6 @@ import math
 from dataclasses import replace
 
 import pytest
-from test_emulate_zoo import sharded_plan, small_overrides
 
 import autoshard
 from autoshard.emulate import emulate
@@ -22,6 +21,7 @@ from autoshard.plan_record import CollectiveRecord, Plan, ReshardRecord
 from autoshard.strategies import enumerate_strategies
 from autoshard.verify import planned_graph
 from graphs import DType, zoo
+from tests.autoshard.verify.test_zoo import sharded_plan, small_overrides
 
 PLANS = [("gpt2", "tp=4"), ("gpt2", "dp=2,tp=2"), ("llama3-8b", "dp=2,tp=2")]
 
