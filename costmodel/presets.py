@@ -2,7 +2,7 @@
 
 Why: ``--topology dgx-h100`` must mean one well-documented machine, and studies need a
 unit-less ``generic`` mesh. Every constant below carries a citation comment; nothing is inline
-elsewhere. Sources are collected in /work/shared/reference/ground-truth.md §1.5, §1.6, §6.
+elsewhere. The sources are listed in docs/sources.md ("Links and devices").
 
 Alphas (per algorithm step, not per collective): NCCL's own model charges a per-step hardware
 latency (``src/graph/tuning.cc`` ``hwLat``, ring, LL128 protocol — the protocol NCCL uses for

@@ -1,11 +1,12 @@
 """Published model configurations and the rules that turn overrides into a valid config.
 
 Every zoo model is one frozen :class:`ModelConfig`. The published sizes (layers, hidden, heads,
-KV heads, FFN, vocab, context) come from the sources in ground-truth §5: karpathy/nanoGPT
-``from_pretrained`` for GPT-2, the Llama 2 release and meta-llama/llama-models ``sku_list.py``
-for Llama 3/3.1. Overrides are applied here, once, and checked in the constructor so an
-invalid model (heads not dividing hidden, seq beyond a learned-position table) cannot exist.
-The graph builders and the closed-form parameter count read only the config.
+KV heads, FFN, vocab, context) come from their public sources (docs/sources.md, "Model
+configurations"): karpathy/nanoGPT ``from_pretrained`` for GPT-2, the Llama 2 release and
+meta-llama/llama-models ``sku_list.py`` for Llama 3/3.1. Overrides are applied here, once, and
+checked in the constructor so an invalid model (heads not dividing hidden, seq beyond a
+learned-position table) cannot exist. The graph builders and the closed-form parameter count read
+only the config.
 
 Defaults that are ours, not published: batch 8; seq 1024 for GPT-2 (its context), 4096 for the
 Llama family (Llama 2's context; the usual Llama 3 pre-training length before long-context
@@ -187,9 +188,11 @@ def default_ffn(config: ModelConfig, hidden: int) -> int:
     return llama_ffn(hidden, config.ffn_multiplier, config.ffn_multiple_of)
 
 
-_GPT2_SOURCE = "karpathy/nanoGPT model.py from_pretrained config_args (ground-truth §5)"
-_LLAMA2_SOURCE = "Llama 2 release; FFN by the meta-llama FeedForward rule (ground-truth §5)"
-_LLAMA3_SOURCE = "meta-llama/llama-models models/sku_list.py @8c88b8c (ground-truth §5)"
+_GPT2_SOURCE = "karpathy/nanoGPT model.py from_pretrained config_args"
+_LLAMA2_SOURCE = ("Llama 2 release (Touvron et al. 2023, Table 1); FFN by the FeedForward rule "
+                  "of meta-llama/llama-models models/llama3/model.py")
+_LLAMA3_SOURCE = ("meta-llama/llama-models models/sku_list.py "
+                  "@8c88b8c0d75dbd136b6895220c4f56ccbe2f2d24")
 
 
 def _gpt2(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
