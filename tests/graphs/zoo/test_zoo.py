@@ -2,7 +2,7 @@
 formula, hand-counted layer structure, and the config rules of the reference code.
 
 Oracles: the published counts (nanoGPT/HF for GPT-2, the Llama model cards) and the per-layer
-FLOPs of Narayanan et al. 2021 (ground-truth §3.4) are not derived from the zoo's code; the
+FLOPs of Narayanan et al. 2021 (SC21) are not derived from the zoo's code; the
 closed-form ``param_count`` and the graph's PARAM tensors are written independently and must
 agree exactly.
 """
