@@ -130,7 +130,7 @@ def _llama_like(defaults: _LlamaDefaults) -> Callable[[ConfigDocument], dict[str
 
 
 def _rope_theta(doc: ConfigDocument) -> float:
-    """``rope_theta``, or inside ``rope_parameters`` (transformers ≥ 4.56); 10000 absent."""
+    """``rope_theta``, or inside ``rope_parameters`` (newer transformers); 10000 when absent."""
     nested = doc.raw("rope_parameters")
     if "rope_theta" not in doc.data and isinstance(nested, Mapping) and "rope_theta" in nested:
         return ConfigDocument(nested, doc.file).number("rope_theta", 1e4)
