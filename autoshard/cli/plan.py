@@ -87,7 +87,8 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 
 @click.command("plan")
 @click.option("--model", default="gpt2", show_default=True,
-              help="A zoo model name (see `autoshard models`) or a graph JSON file.")
+              help="A zoo model name (see `autoshard models`), a Hugging Face config.json "
+                   "(llama, mistral, qwen2, gpt2) or a graph JSON file.")
 @click.option("--mesh", "mesh_text", default="dp=2,tp=4", show_default=True,
               help="Mesh axes major first, e.g. dp=8,tp=8.")
 @click.option("--topology", default="dgx-h100", show_default=True,

@@ -7,6 +7,7 @@ parameter's placement, grouped across layers when the layers agree.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from typing import Any
@@ -26,7 +27,8 @@ def format_seconds(seconds: float) -> str:
 
 
 def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
-    lines = [f"model      {plan.model}",
+    params = sum(math.prod(rec.shape) for rec in plan.tensors.values() if rec.role == "param")
+    lines = [f"model      {plan.model}  ({params:,} parameters)",
              "mesh       " + ", ".join(f"{n}={s}" for n, s in plan.mesh)
              + f"  on {plan.topology}"]
     for link in plan.links:
@@ -44,7 +46,7 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
                  f"(limit {limit})" + _breakdown(plan.memory_breakdown))
     if plan.verification is not None:
         verdict = "passed" if plan.verification.get("passed") else "FAILED"
-        lines.append(f"verified   {verdict}: {plan.verification.get('message', '')}")
+        lines.append(f"verified   {plan.verification.get('message') or verdict}")
     lines.extend(_top_collectives(plan))
     lines.extend(_param_placements(plan))
     if outputs:
