@@ -44,6 +44,11 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     limit = format_bytes(plan.limit_bytes) if plan.limit_bytes else "none"
     lines.append(f"memory     {format_bytes(plan.peak_bytes_per_device)} per device "
                  f"(limit {limit})" + _breakdown(plan.memory_breakdown))
+    if plan.pins is not None:
+        sync = (", gradients reduced at the optimizer step"
+                if plan.pins.get("gradient_sync") == "deferred" else "")
+        lines.append(f"pinned     {plan.stats.get('pinned_tensors', 0)} tensors by "
+                     f"{', '.join(plan.pins.get('sources', ()))}{sync}")
     if plan.verification is not None:
         verdict = "passed" if plan.verification.get("passed") else "FAILED"
         lines.append(f"verified   {plan.verification.get('message') or verdict}")
