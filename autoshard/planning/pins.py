@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from autoshard.errors import AutoshardError, PinError
+from autoshard.planning.decode import partition_spec_or_none
+from autoshard.planning.record import Plan
 from autoshard.sharding.mesh import Mesh
 from autoshard.sharding.placements import Shard, StridedShard, parse_placement
 from autoshard.sharding.tensor_sharding import TensorSharding
@@ -98,7 +100,8 @@ class PinRule:
         return tuple(patterns.values())
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"tensors": list(self.tensors)}
+        data: dict[str, Any] = {"source": self.source, "number": self.number,
+                                "tensors": list(self.tensors)}
         if self.role is not None:
             data["role"] = self.role
         data["placements"] = dict(self.placements) if self.keyed else list(self.placements)
@@ -174,8 +177,6 @@ def load_pins(path: str | Path) -> Pins:
     if not path.is_file():
         raise PinError(f"pin file {path}: no such file; give a TOML pin file or a plan.json")
     if path.suffix == ".json":
-        from autoshard.planning.record import Plan
-
         return pins_from_plan(Plan.load(path), str(path))
     try:
         data = tomllib.loads(path.read_text())
@@ -256,8 +257,35 @@ def pins_from_plan(plan: Any, source: str = "plan.json") -> Pins:
                 placements=tuple(zip(axes, rec.placements, strict=True)),
                 spec=None if rec.partition_spec is None else tuple(rec.partition_spec))
         for i, (name, rec) in enumerate(plan.tensors.items(), start=1))
-    sync = (plan.pins or {}).get("gradient_sync", "eager") if hasattr(plan, "pins") else "eager"
+    sync = (plan.pins or {}).get("gradient_sync", "eager")
     return Pins(rules=rules, gradient_sync=sync, sources=(source,), from_plan=source)
+
+
+def pins_from_record(record: Mapping[str, Any], plan: Any) -> Pins:
+    """The pins a plan.json says it was made with (its ``pins`` entry), rules as numbered
+    then; a plan evaluated from another plan is pinned to its own layouts (the same ones)."""
+    rules = []
+    for entry in record.get("rules", ()):
+        rule = _rule({k: v for k, v in entry.items() if k not in ("source", "number")},
+                     int(entry.get("number", 0)), str(entry.get("source", "plan.json")))
+        rules.append(rule)
+    pins = Pins(rules=tuple(rules), gradient_sync=record.get("gradient_sync", "eager"),
+                sources=tuple(record.get("sources", ())))
+    if record.get("from_plan"):
+        own = pins_from_plan(plan, str(record["from_plan"]))
+        pins = Pins(rules=pins.rules + own.rules, gradient_sync=pins.gradient_sync,
+                    sources=pins.sources, from_plan=own.from_plan)
+    return pins
+
+
+def forced_pin(tensor: str, sharding: TensorSharding, source: str = "explain") -> Pins:
+    """One tensor pinned to exactly ``sharding`` (a rule that wins over earlier ones)."""
+    spec = partition_spec_or_none(sharding)
+    rule = PinRule(number=1, source=source, tensors=(tensor,), literal=True, keyed=True,
+                   placements=tuple(zip(sharding.mesh.axis_names,
+                                        (str(p) for p in sharding.placements), strict=True)),
+                   spec=spec)
+    return Pins(rules=(rule,), sources=(source,))
 
 
 # ---- resolving against a graph and a mesh --------------------------------------------------
@@ -315,7 +343,7 @@ def _exact(rule: PinRule, mesh: Mesh, tensor: str, ndim: int) -> TensorSharding 
 
 def _check_plan_axes(pins: Pins, mesh: Mesh) -> None:
     for rule in pins.rules:
-        if rule.literal:
+        if rule.source == pins.from_plan:
             axes = tuple(axis for axis, _ in rule.placements)
             if axes != mesh.axis_names:
                 raise PinError(f"{rule.source} was planned on mesh axes {', '.join(axes)}, "
@@ -327,7 +355,8 @@ def _check_plan_axes(pins: Pins, mesh: Mesh) -> None:
 
 def _check_plan_tensors(pins: Pins, graph: OpGraph) -> None:
     """A plan's pins are an evaluation of that plan: the graph must hold the same tensors."""
-    planned = {name for rule in pins.rules if rule.literal for name in rule.tensors}
+    planned = {name for rule in pins.rules if rule.source == pins.from_plan
+               for name in rule.tensors}
     if not planned:
         return
     missing = sorted(planned - set(graph.tensors))

@@ -149,9 +149,11 @@ def plan(
 
 
 def replan(graph: OpGraph, mesh: Mesh, topology: Topology, links: MeshLinks,
-           options: PlanOptions) -> Plan:
-    """Plan with links already built (what ``explain`` re-solves with)."""
-    return _Planner(graph, mesh, topology, links, options).run()
+           options: PlanOptions, *, prepare_only: bool = False) -> Any:
+    """Plan with links already built (what ``explain`` re-solves with); ``prepare_only``
+    returns the prepared planner instead (its strategies, costs and reshard matrices)."""
+    planner = _Planner(graph, mesh, topology, links, options)
+    return planner.prepare() if prepare_only else planner.run()
 
 
 def _check_reserve(reserve: float, memory_limit: float | None, topology: Topology | str) -> None:
@@ -198,7 +200,8 @@ class _Planner:
         self.timings: dict[str, float] = {}
 
     def run(self) -> Plan:
-        nodes, edges, loops = self.prepare()
+        self.prepare()
+        nodes, edges, loops = self.nodes, self.edges, self.loops
         limit = self.options.memory_limit
         if limit is None:
             limit = float(self.topology.device.hbm_bytes)
@@ -220,10 +223,10 @@ class _Planner:
         self.timings["decode_s"] = time.perf_counter() - t3
         return result
 
-    def prepare(self) -> tuple[list[NodeTerms], list[Edge], list[Edge]]:
+    def prepare(self) -> _Planner:
         """Strategies, their prices, the reshard matrices, the memory model and the pins'
-        masks: everything the solver is given. Sets ``strategies``, ``costs`` (pinned-out
-        options at inf), ``masks``, ``memory`` and ``blocks``."""
+        masks: everything the solver is given. Sets ``strategies``, ``nodes``, ``edges``,
+        ``loops``, ``costs`` (pinned-out options at inf), ``masks``, ``memory``, ``blocks``."""
         t0 = time.perf_counter()
         self.strategies = [op_strategies(self.graph, op, self.mesh, self.options.allow_uneven)
                            for op in self._progress(self.ops, "enumerate")]
@@ -247,7 +250,8 @@ class _Planner:
             [op.name for op in self.ops],
             [(structure_key(self.graph, op), len(s))
              for op, s in zip(self.ops, self.strategies, strict=True)])
-        return nodes, edges, loops
+        self.nodes, self.edges, self.loops = nodes, edges, loops
+        return self
 
     def _restrict(self, nodes: list[NodeTerms], edges: list[Edge]) -> list[np.ndarray]:
         """Node costs with the options the pins exclude at inf (unchanged without pins)."""
