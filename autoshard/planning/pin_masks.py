@@ -13,7 +13,7 @@ option satisfies together, pinned neighbours that no reshard connects.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,12 +71,20 @@ class Restriction:
         return PinConflictError(f"the pins leave {where} no strategy its pinned neighbours can "
                                 f"reach ({'; '.join(rules[:4])})", rules=rules)
 
-    def unpinned_infeasible(self, pinned: Any, backend: str, gap: float) -> Any:
+    def unpinned_infeasible(self, pinned: Any, backend: str, gap: float,
+                            peak: Callable[[Sequence[int]], float]) -> Any:
         """The memory-constrained ``pinned`` problem without the pins: its Infeasible
         certificate (the smallest unpinned peak), or None when it has a plan (then the pins
-        are what does not fit)."""
-        free = solver.ChoiceProblem(node_costs=[n.cost for n in self.nodes],
-                                    edges=pinned.edges, liveness=pinned.liveness,
+        are what does not fit). The unconstrained optimum is tried first: when it fits, no
+        memory rows are needed to know a plan exists."""
+        costs = [n.cost for n in self.nodes]
+        quick = solver.solve(solver.ChoiceProblem(node_costs=costs, edges=pinned.edges,
+                                                  blocks=pinned.blocks),
+                             backend=backend, gap=gap)
+        if peak(quick.choices) <= pinned.memory_limit:
+            return None
+        free = solver.ChoiceProblem(node_costs=costs, edges=pinned.edges,
+                                    liveness=pinned.liveness,
                                     memory_limit=pinned.memory_limit, blocks=pinned.blocks)
         try:
             solver.solve(free, backend=backend, gap=gap)
@@ -108,6 +116,8 @@ def option_masks(graph: OpGraph, ops: Sequence[Op], strategies: Sequence[tuple[S
         PinError: a pinned layout no option of the producer writes (names rule and tensor).
         PinConflictError: pins on one op that no option satisfies together.
     """
+    if not pins and not op_pins:
+        return {}
     producer = {name: (i, j) for i, op in enumerate(ops) for j, name in enumerate(op.outputs)}
     cache: dict[tuple[Any, ...], np.ndarray] = {}
     masks: dict[int, np.ndarray] = {}

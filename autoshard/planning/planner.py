@@ -294,8 +294,8 @@ class _Planner:
                                 known_bound=free.bound, gap=options.gap)
         except solver.Infeasible as exc:
             if self.masks:  # blame the pins only when some plan fits without them
-                unpinned = self.restriction.unpinned_infeasible(problem, options.backend,
-                                                                options.gap)
+                unpinned = self.restriction.unpinned_infeasible(
+                    problem, options.backend, options.gap, self.memory.peak)
                 if unpinned is None:
                     raise self.restriction.memory_error(float(exc.min_peak) + options.reserve,
                                                         float(limit)) from None
