@@ -148,6 +148,10 @@ def option_masks(graph: OpGraph, ops: Sequence[Op], strategies: Sequence[tuple[S
         mask = np.array([s.label == label for s in strategies[i]], dtype=bool)
         if not mask.any():
             raise PinError(f'op {name} has no strategy "{label}"')
+        if i in masks and not (masks[i] & mask).any():
+            rules = tuple(dict.fromkeys(r for p in why[i] for r in p.rule_names()))
+            raise PinConflictError(f'strategy "{label}" of op {name} does not write its '
+                                   f"outputs as {'; '.join(rules)} pin them", rules=rules)
         masks[i] = mask if i not in masks else masks[i] & mask
     return masks
 
