@@ -15,6 +15,26 @@ and a role name followed by digits or ``_suffix`` (``dp0``, ``dp_inter``) has th
 templates' keys are ``dp``, ``fsdp``, ``tp`` and the derived ``data`` (every dp and fsdp axis),
 ``zero`` (the axes ZeRO/FSDP shard over: the fsdp axes, or every data axis when there are none)
 and ``replicas`` (the data axes outside ``zero``).
+
+How the data-parallel plans map onto the planner's memory model (:mod:`~autoshard.planning.
+memory`), against Rajbhandari et al. 2020 (bf16 parameters and gradients, fp32 master weights
+and AdamW moments: the paper's K = 12):
+
+* ``ddp``: parameters, optimizer state and the optimizer step replicated; each gradient is a
+  partial sum over the batch share, reduced to the step's (replicated) layout as backward
+  produces it: 16Ψ per device.
+* ``zero1``: the state and the step sharded over the ZeRO axes; ``gradient_sync = "deferred"``
+  keeps each gradient whole as produced until the step reads its shard (a reduce-scatter): the
+  paper's 4Ψ + 12Ψ/N. Without it the memory model would reduce gradients as produced and
+  ZeRO-1 would cost exactly ZeRO-2's memory.
+* ``zero2``: as ``zero1`` with gradients reduced as produced: 2Ψ + 14Ψ/N.
+* ``fsdp``: parameters sharded too, gathered where forward and backward read them: 16Ψ/N.
+
+Approximations: gradients are reduced tensor by tensor (no buckets: many small tensors each pay a
+collective's latency, where DDP and ZeRO fuse them into ~25 MB buckets); FSDP and ZeRO shard each
+tensor along one dim that divides (``S(*)``) instead of a flattened, padded buffer, so a tensor
+no dim of which divides cannot be sharded (``--allow-uneven`` admits torch.chunk shards); a
+gathered FSDP parameter is gathered once per consumer and not prefetched or overlapped.
 """
 
 from __future__ import annotations
