@@ -13,6 +13,8 @@ import logging
 import click
 
 from autoshard.cli.bench import bench_command
+from autoshard.cli.diff import diff_command
+from autoshard.cli.explain import explain_command
 from autoshard.cli.export import export_command
 from autoshard.cli.importing import import_group
 from autoshard.cli.models import models_command
@@ -31,5 +33,5 @@ def main(verbose: int) -> None:
 
 
 for _command in (plan_command, models_command, bench_command, export_command, import_group,
-                 sweep_command, verify_command):
+                 sweep_command, verify_command, explain_command, diff_command):
     main.add_command(_command)
