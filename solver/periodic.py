@@ -118,7 +118,7 @@ def _window_sides(problem: ChoiceProblem, block_of: np.ndarray, position: np.nda
                                                        for a, b, _ in edges):
                 return None
             streams.append((tuple(nodes), tuple(edges), stream.constant))
-        out.append((owner, tuple(streams), window.weight))
+        out.append((owner, tuple(streams), window.weight, window.group))
     return out
 
 
@@ -166,7 +166,7 @@ def find_chain(problem: ChoiceProblem) -> Chain | None:
         if owner >= 0:
             owned[owner].append((a, b, matrix))
     windows: list[list] = [[] for _ in blocks]
-    for owner, streams, weight in window_sides:
+    for owner, streams, weight, _group in window_sides:
         if owner >= 0:
             windows[owner].append((streams, weight))
     reference = 1
@@ -321,11 +321,11 @@ def _aggregated_windows(problem: ChoiceProblem, chain: Chain, nodes: _Nodes,
         return nodes(("pc" + _tag(owner, tied), r), np.zeros(problem.node_costs[i].size))
 
     out = []
-    for owner, streams, window_weight in sides:
+    for owner, streams, window_weight, group in sides:
         if owner in tied and owner != rep:
             continue  # the representative's windows stand for it
         scale = weight if owner in tied else 1.0
-        out.append(Window(weight=window_weight * scale, streams=tuple(
+        out.append(Window(weight=window_weight * scale, group=group, streams=tuple(
             Stream(nodes=tuple((rename(role, owner), vec) for role, vec in stream_nodes),
                    edges=tuple((rename(a, owner), rename(b, owner), m)
                                for a, b, m in stream_edges), constant=constant)

@@ -17,7 +17,7 @@ its busiest stream. Its cost is ``weight · max_s Σ(stream s's terms)``: still 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +58,8 @@ class Window:
 
     streams: tuple[Stream, ...]
     weight: float = 1.0
+    # windows of one group are alike (a model's layers): the solver may treat them alike
+    group: Hashable | None = None
 
     def value(self, choices: Sequence[int]) -> float:
         """``weight · max`` over the streams, for an assignment."""
@@ -269,7 +271,11 @@ class ChoiceProblem:
                                           "finite and non-negative")
             streams = tuple(self._stream(sizes, f"window {w} stream {s}", stream)
                             for s, stream in enumerate(window.streams))
-            out.append(Window(streams=streams, weight=weight))
+            try:
+                hash(window.group)
+            except TypeError:
+                raise InvalidProblemError(f"window {w} has an unhashable group") from None
+            out.append(Window(streams=streams, weight=weight, group=window.group))
         return tuple(out)
 
     def _stream(self, sizes: list[int], what: str, stream: Stream) -> Stream:

@@ -9,9 +9,16 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import friendly_errors, parse_links, shape_options, training_options
+from autoshard.cli.common import (
+    friendly_errors,
+    parse_links,
+    shape_options,
+    step_options,
+    training_options,
+)
 from autoshard.cli.pin_options import chosen_pins, pin_options, show_pins
 from autoshard.errors import OutputExistsError, UsageError, VerificationFailedError
+from autoshard.planning.batch import batch_plan
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.planner import plan
 from autoshard.planning.record import Plan
@@ -38,7 +45,8 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
              optimizer: str = "adamw", recompute: str = "none", reserve: str = "0",
              verify: bool = False, gap: float | None = None, strategy: str = "auto",
              pin_files: tuple[Path, ...] = (), print_pins_only: bool = False,
-             **overrides: Any) -> None:
+             global_batch: int | None = None, micro_batch: int | None = None,
+             grad_accum: int | None = None, overlap: str = "op", **overrides: Any) -> None:
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
     mesh = Mesh.parse(mesh_text)
@@ -47,14 +55,18 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
         return
     check_out_dir(out_dir, force)
     requested_gap = OPTIMALITY_GAP if gap is None else gap
-    graph = load_model(model, {k: overrides.get(k) for k in SHAPE_OVERRIDES})
+    batches = batch_plan(mesh, batch=overrides.get("batch"), global_batch=global_batch,
+                         micro_batch=micro_batch, grad_accum=grad_accum)
+    graph = load_model(model, {**{k: overrides.get(k) for k in SHAPE_OVERRIDES},
+                               "batch": batches.graph_batch})
     limit = float(parse_bytes(memory)) if memory is not None else None
     result = plan(graph, mesh, topology=topology, links=parse_links(link_specs),
                   memory_limit=limit, time_limit=time_limit, model_name=model,
                   allow_uneven=allow_uneven, training=training, optimizer=optimizer,
                   recompute=recompute, reserve=float(parse_bytes(reserve)),
                   progress=sys.stderr.isatty() and not quiet, gap=requested_gap,
-                  pins=chosen_pins(strategy, pin_files, mesh))
+                  pins=chosen_pins(strategy, pin_files, mesh),
+                  micro_batches=batches.micro_batches, overlap=overlap)
     if verify:
         result = verify_and_attach(result, graph)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
@@ -86,7 +98,7 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 
     data = result.to_dict()
     summary = {key: data[key] for key in ("model", "mesh", "topology", "objective", "memory",
-                                          "fingerprint")}
+                                          "fingerprint", "throughput") if key in data}
     summary["files"] = written
     summary["collectives"] = len(result.collectives())
     return json.dumps(summary, indent=1, sort_keys=True)
@@ -107,6 +119,7 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.option("--reserve", default="0", show_default=True,
               help="Memory per device kept free (CUDA context, fragmentation), e.g. 2GiB.")
 @shape_options(dtype_help="Parameter/activation dtype (default bf16).")
+@step_options()
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Write plan.json, costs.csv and reshards.csv into this directory.")
 @click.option("--force", is_flag=True, help="Overwrite files already in --out.")

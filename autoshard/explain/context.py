@@ -29,6 +29,7 @@ from autoshard.export.plan_view import PlanMismatchError, check_fingerprint, pla
 from autoshard.planning.pins import Pins, pins_from_record
 from autoshard.planning.planner import PlanOptions, replan
 from autoshard.planning.record import Plan
+from autoshard.planning.step import Overlap, StepOptions
 from autoshard.sharding.links import MeshLinks
 from autoshard.sharding.mesh import Mesh
 from autoshard.verify.verification import planned_graph
@@ -103,7 +104,10 @@ def explain_context(plan: Plan, graph: OpGraph, *, topology: str | None = None,
         allow_uneven=bool(settings.get("allow_uneven", False)),
         backend=str(settings.get("backend", "auto")),
         gap=float(settings.get("gap", solver.OPTIMALITY_GAP)), model_name=plan.model,
-        pins=pins_from_record(plan.pins, plan) if plan.pins is not None else None)
+        pins=pins_from_record(plan.pins, plan) if plan.pins is not None else None,
+        # plans made before the step model was recorded were priced as a plain sum
+        step=StepOptions(micro_batches=int(settings.get("micro_batches", 1)),
+                         overlap=Overlap(settings.get("overlap", "none"))))
     prepared = replan(full, mesh, topo, links, options, prepare_only=True)
     return ExplainContext(plan=plan, graph=full, mesh=mesh, topology=topo, links=links,
                           options=options, prepared=prepared,
@@ -128,9 +132,11 @@ def single_change_deltas(ctx: ExplainContext) -> list[np.ndarray]:
     """Per node, the change in step time of switching it to each option with every other op
     kept (inf where impossible). The node's own pins are ignored (forcing an alternative
     replaces them); its neighbours keep their choices."""
-    prepared, x = ctx.prepared, ctx.choices
-    totals = [np.array(node.cost, dtype=np.float64) for node in prepared.nodes]
-    for u, v, matrix, _ in (*prepared.edges, *prepared.loops):
+    problem, x = ctx.prepared.problem, ctx.choices
+    if problem.windows:
+        return _evaluated_deltas(ctx)
+    totals = [np.array(cost, dtype=np.float64) for cost in ctx.prepared.step.node_costs]
+    for u, v, matrix in problem.edges:
         totals[v] += matrix[x[u], :]
         totals[u] += matrix[:, x[v]]
     deltas = []
@@ -138,5 +144,22 @@ def single_change_deltas(ctx: ExplainContext) -> list[np.ndarray]:
         with np.errstate(invalid="ignore"):
             delta = vector - vector[choice]
         delta[~np.isfinite(vector)] = np.inf
+        deltas.append(delta)
+    return deltas
+
+
+def _evaluated_deltas(ctx: ExplainContext) -> list[np.ndarray]:
+    """``single_change_deltas`` when the problem has windows (not a sum over edges): each
+    alternative priced by evaluating the whole step."""
+    problem, x = ctx.prepared.problem, ctx.choices
+    costs = ctx.prepared.step.node_costs
+    base = problem.evaluate(x)
+    deltas = []
+    for i, vector in enumerate(costs):
+        delta = np.full(vector.size, np.inf)
+        for j in np.flatnonzero(np.isfinite(vector)):
+            changed = list(x)
+            changed[i] = int(j)
+            delta[j] = problem.evaluate(changed) - base
         deltas.append(delta)
     return deltas

@@ -2,8 +2,10 @@
 
 Placements are compared tensor by tensor and grouped by layer pattern as the plan summary
 groups them (``layers.*.attn.wq``: the same change in every layer is one row). Step time is
-split into compute and communication per collective kind and mesh axes (reshards and the
-collectives inside ops alike), memory into the categories at each plan's peak. Collectives are
+split into compute, communication per collective kind and mesh axes (reshards and the
+collectives inside ops alike, every run counted) and the communication hidden behind compute
+(a negative row: step = compute + communication + hidden); memory into the categories at each
+plan's peak. Collectives are
 matched by (tensor pattern, consumer pattern, kind, axes, bytes): what one plan runs and the
 other does not is added or removed.
 """
@@ -132,13 +134,14 @@ def _placements(a: Plan, b: Plan) -> tuple[PlacementChange, ...]:
 
 
 def comm_split(plan: Plan) -> dict[str, float]:
-    """Seconds per ``kind over axes`` of every collective the plan runs."""
+    """Seconds per ``kind over axes`` of every collective the plan runs, every run counted
+    (hidden or not)."""
     split: dict[str, float] = {}
-    collectives = [c for r in plan.reshards for c in r.collectives]
-    collectives += [c for op in plan.ops.values() for c in op.intra_op]
-    for c in collectives:
+    collectives = [(r.count, c) for r in plan.reshards for c in r.collectives]
+    collectives += [(op.count, c) for op in plan.ops.values() for c in op.intra_op]
+    for count, c in collectives:
         key = f"{c.kind} over {','.join(c.axes)}"
-        split[key] = split.get(key, 0.0) + c.seconds
+        split[key] = split.get(key, 0.0) + count * c.seconds
     return split
 
 
@@ -147,7 +150,9 @@ def _time(a: Plan, b: Plan) -> tuple[Row, ...]:
             Row(section="time", item="compute", a=a.objective.compute_s,
                 b=b.objective.compute_s),
             Row(section="time", item="communication", a=a.objective.comm_s,
-                b=b.objective.comm_s)]
+                b=b.objective.comm_s),
+            Row(section="time", item="hidden behind compute", a=-a.objective.hidden_s,
+                b=-b.objective.hidden_s)]
     split_a, split_b = comm_split(a), comm_split(b)
     for key in sorted(set(split_a) | set(split_b)):
         rows.append(Row(section="time", item=f"  {key}", a=split_a.get(key, 0.0),

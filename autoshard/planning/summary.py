@@ -44,10 +44,18 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     for link in plan.links:
         lines.append("  " + "  ".join(f"{k}={v}" for k, v in link.items()))
     obj = plan.objective
-    share = obj.comm_s / obj.total_s if obj.total_s else 0.0
+    exposed = obj.comm_s - obj.hidden_s
+    share = exposed / obj.total_s if obj.total_s else 0.0
+    runs = f", {obj.micro_batches} micro-batches" if obj.micro_batches > 1 else ""
     lines.append(f"step time  {format_seconds(obj.total_s)}  (compute "
-                 f"{format_seconds(obj.compute_s)}, communication {format_seconds(obj.comm_s)}, "
-                 f"{share:.1%} comm)")
+                 f"{format_seconds(obj.compute_s)}, communication {format_seconds(obj.comm_s)}"
+                 f" of which {format_seconds(obj.hidden_s)} hidden behind compute, "
+                 f"{share:.1%} of the step exposed{runs})")
+    if plan.throughput:
+        rate = plan.throughput
+        mfu = "" if rate.get("mfu") is None else f", MFU {rate['mfu']:.1%}"
+        lines.append(f"throughput {rate['tokens_per_s_per_device']:,.0f} tokens/s per device "
+                     f"({rate['tokens_per_step']:,} tokens per step{mfu})")
     proof = "proven optimal" if obj.optimal else f"gap {obj.gap:.4%} to the lower bound"
     lines.append(f"solver     {obj.status}, {proof}; lower bound "
                  f"{format_seconds(obj.lower_bound_s)}; solve {format_seconds(obj.solve_s)}")

@@ -133,14 +133,19 @@ def test_every_tensor_pinned_from_a_plan_reproduces_that_plan(graph, auto) -> No
     assert again.peak_bytes_per_device == auto.peak_bytes_per_device
     assert {n: r.placements for n, r in again.tensors.items()} == \
         {n: r.placements for n, r in auto.tensors.items()}
-    assert again.collectives().equals(auto.collectives())
+    # the ops keep the step's time; where two strategies of an op cost the same (a
+    # collective hidden behind either), which one runs is not part of the layouts pinned
+    assert again.objective.comm_s - again.objective.hidden_s == pytest.approx(
+        auto.objective.comm_s - auto.objective.hidden_s, rel=1e-9, abs=1e-15)
     assert again.stats["pinned_tensors"] == len(auto.tensors)
 
 
 def test_a_saved_plan_is_evaluated_on_another_topology_with_its_layouts() -> None:
     graph = zoo.build("gpt2", layers=2, batch=8, seq=256, hidden=512, heads=8, vocab=1024)
-    saved = autoshard.plan(graph, MESH, training=True)
-    other = autoshard.plan(graph, MESH, training=True, topology="dgx-a100",
+    # every collective priced in full, so that no op computes more to fill time it would
+    # wait anyway (with overlap, strategies of equal time but other FLOPs tie)
+    saved = autoshard.plan(graph, MESH, training=True, overlap="none")
+    other = autoshard.plan(graph, MESH, training=True, topology="dgx-a100", overlap="none",
                            pins=pins_from_plan(saved, "saved.json"))
     assert {n: r.placements for n, r in other.tensors.items()} == \
         {n: r.placements for n, r in saved.tensors.items()}
