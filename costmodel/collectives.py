@@ -26,13 +26,17 @@ Rabenseifner) unavailable (priced ``inf``), so the ring variants win there.
 Sources: R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of Collective Communication
 Operations in MPICH", IJHPCA 19(1), 2005 (quoted from MPICH ``src/mpi/coll/*`` cost comments);
 NCCL ring step counts (``src/graph/tuning.cc``: ``nsteps = 2(n−1)`` all-reduce, ``n−1``
-all-gather/reduce-scatter); Horovod ``NCCLHierarchicalAllreduce`` for the two-level form.
-See /work/shared/reference/ground-truth.md §1.2, §1.3, §1.5, §1.7.
+all-gather/reduce-scatter); Horovod ``NCCLHierarchicalAllreduce``
+(horovod/horovod ``horovod/common/ops/nccl_operations.cc``) for the two-level form.
+
+Two models share :func:`collective_seconds`: groups of pure alpha-beta links (the default
+:class:`~costmodel.link.Link`) are priced by the formulas below, unchanged; a group where some
+level's link sets a measured-curve field (``launch_s``, ``pipeline_s``, ``bus_efficiency``) is
+priced by the size-aware model of :mod:`costmodel.measured`.
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import logging
 import math
@@ -42,36 +46,15 @@ from typing import TypeAlias
 import numpy as np
 
 from costmodel.errors import InvalidValueError
+from costmodel.kinds import CollectiveKind
 from costmodel.link import Link
+from costmodel.measured import measured_seconds, uses_measured_model
 
 logger = logging.getLogger(__name__)
 
 Bytes: TypeAlias = "float | np.ndarray"
 Group: TypeAlias = tuple[tuple[int, Link], ...]
 """Ranks of one collective as levels ``((size, link), ...)`` inner→outer."""
-
-
-@enum.unique
-class CollectiveKind(enum.Enum):
-    """The collectives costmodel prices; values are Shardy's / our CSV names.
-
-    Members: ALL_GATHER (every rank ends with the concatenation of all shards), ALL_REDUCE
-    (every rank ends with the sum), REDUCE_SCATTER (every rank ends with one shard of the sum),
-    ALL_TO_ALL (every rank sends a distinct shard to every other), BROADCAST (one root's buffer
-    to all), REDUCE (sum onto one root), COLLECTIVE_PERMUTE (each rank sends its buffer to one
-    peer, as in a shift).
-    """
-
-    ALL_GATHER = "all_gather"
-    ALL_REDUCE = "all_reduce"
-    REDUCE_SCATTER = "reduce_scatter"
-    ALL_TO_ALL = "all_to_all"
-    BROADCAST = "broadcast"
-    REDUCE = "reduce"
-    COLLECTIVE_PERMUTE = "collective_permute"
-
-    def __repr__(self) -> str:
-        return f"CollectiveKind.{self.name}"
 
 
 def _is_power_of_two(n: int) -> bool:
@@ -236,7 +219,7 @@ def hierarchical_seconds(kind: CollectiveKind, m: Bytes, levels: Group) -> Bytes
 
     - all-reduce: reduce-scatter inside on m, all-reduce across rest on m/g (g of them in
       parallel, one per local rank, one NIC each), all-gather inside on m (Horovod
-      ``NCCLHierarchicalAllreduce``; ground-truth §1.7a);
+      ``NCCLHierarchicalAllreduce``);
     - all-gather: all-gather across rest on m/g, then inside on m (output m);
     - reduce-scatter: inside on m, then across rest on m/g;
     - all-to-all (two-phase): inside on m (each rank collects, per local peer, the chunks bound
@@ -327,8 +310,10 @@ def _checked_bytes(nbytes: Bytes) -> Bytes:
 
 def collective_seconds(kind: CollectiveKind, nbytes: Bytes, group: Group) -> Bytes:
     """Seconds for collective ``kind`` of ``nbytes`` (see the module's byte conventions) over
-    ``group``; the cheaper of the hierarchical schedule and the flat one on the slowest link,
-    each with the cheapest algorithm per step. Vectorized: an array ``nbytes`` gives an array.
+    ``group``. Pure alpha-beta links: the cheaper of the hierarchical schedule and the flat
+    one on the slowest link, each with the cheapest algorithm per step; links with
+    measured-curve fields: the size-aware model of :mod:`costmodel.measured`. Vectorized: an
+    array ``nbytes`` gives an array.
 
     Raises:
         InvalidValueError: negative or non-finite bytes, malformed group.
@@ -345,7 +330,10 @@ def collective_seconds(kind: CollectiveKind, nbytes: Bytes, group: Group) -> Byt
     m = _checked_bytes(nbytes)
     if not levels:
         return m * 0.0
-    seconds = _cheaper_schedule(kind, m, levels)
+    if uses_measured_model(levels):
+        seconds = measured_seconds(kind, m, levels)
+    else:
+        seconds = _cheaper_schedule(kind, m, levels)
     if isinstance(m, np.ndarray):
         return np.where(m == 0, 0.0, seconds)
     return 0.0 if m == 0 else float(seconds)
