@@ -55,15 +55,31 @@ def _fields(spec: str, topology: Topology | None) -> dict[str, str]:
 
 def link_from_fields(fields: Mapping[str, str | float], *, name: str = "") -> Link:
     """A link from ``alpha`` plus ``bw`` or ``beta`` (numbers or unit strings); callers check
-    that exactly one of ``bw``/``beta`` is present. ``beta`` is seconds per byte.
+    that exactly one of ``bw``/``beta`` is present. ``beta`` is seconds per byte. Optional
+    ``launch``, ``pipeline`` (durations) and ``bus_efficiency`` set the measured-curve terms.
 
     Raises:
         UnitError: a value does not parse.
     """
     alpha_s = parse_duration(fields["alpha"])
+    curve: dict[str, float] = {}
+    if "launch" in fields:
+        curve["launch_s"] = parse_duration(fields["launch"])
+    if "pipeline" in fields:
+        curve["pipeline_s"] = parse_duration(fields["pipeline"])
+    if "bus_efficiency" in fields:
+        curve["bus_efficiency"] = _fraction(fields["bus_efficiency"])
     if "bw" in fields:
-        return Link.from_bandwidth(alpha_s, parse_bandwidth(fields["bw"]), name)
-    return Link(alpha_s, parse_duration(fields["beta"]), name)
+        return Link.from_bandwidth(alpha_s, parse_bandwidth(fields["bw"]), name, **curve)
+    return Link(alpha_s, parse_duration(fields["beta"]), name, **curve)
+
+
+def _fraction(value: str | float) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        message = f"bus_efficiency {value!r} is not a number in (0, 1]"
+        raise UnitError(message, text=str(value), quantity="fraction") from None
 
 
 def parse_link_spec(spec: str, topology: Topology | None = None) -> Link:

@@ -26,8 +26,9 @@ level-i domain (``D_0 = 1``), ``N = D_k`` ranks, message ``m`` bytes::
   ``src/graph/tuning.cc``, NVIDIA/nccl@01afd20a77b5804e0ecf1042509dd9d20ebf9e93). At large m the
   time tends to ``L + τ + c·m``: bus bandwidth ``bus_efficiency / β``, below the link rate.
 - ``bus_i`` is the bytes per byte of ``m`` that cross one rank's level-i link, nccl-tests'
-  bus-bandwidth factors (``doc/PERFORMANCE.md``, NVIDIA/nccl-tests@03a204a1f38aaea17f1a777885bb2d9600ba7eff)
-  applied per level of the hierarchical algorithm: all-reduce ``2(n_i−1)/n_i / D_{i−1}``
+  bus-bandwidth factors (``doc/PERFORMANCE.md`` of NVIDIA/nccl-tests at commit
+  03a204a1f38aaea17f1a777885bb2d9600ba7eff) applied per level of the hierarchical algorithm:
+  all-reduce ``2(n_i−1)/n_i / D_{i−1}``
   (reduce-scatter inside, all-reduce of the 1/D_{i−1} shard across, all-gather inside);
   all-gather and reduce-scatter ``(n_i−1)/n_i / D_{i−1}``; all-to-all ``(D_i − D_{i−1})/N``
   (the share of a rank's buffer bound for ranks reached first at level i); broadcast and
@@ -178,8 +179,8 @@ def measured_seconds(kind: CollectiveKind, m: Bytes, levels: Group) -> Bytes:
 
     Example:
         >>> link = Link(0.0, 1e-9, launch_s=1e-5)
-        >>> measured_seconds(CollectiveKind.ALL_REDUCE, 4e3, ((2, link),))  # 10 µs + 1·4e3 ns
-        1.4e-05
+        >>> round(float(measured_seconds(CollectiveKind.ALL_REDUCE, 4e3, ((2, link),))) * 1e6, 9)
+        14.0
     """
     return curve_terms(kind, levels).seconds(m)
 

@@ -126,8 +126,8 @@ def parse_nccl_tests(text: str, source: str = "<string>", *,
     Example:
         >>> text = '''#  Rank  0 Group  0 Pid 1 on a device  0 [0x0f] A100
         ... #  Rank  1 Group  0 Pid 2 on b device  0 [0x0f] A100
-        ... #       size    count   type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
-        ...     1048576   262144  float     sum      -1    100.0   10.49   10.49      0    98.00   10.70   10.70      0'''
+        ... #  size  count  type  redop  root  time  algbw  busbw #wrong  time  algbw  busbw #wrong
+        ... 1048576 262144 float sum -1 100.0 10.49 10.49 0 98.00 10.70 10.70 0'''
         >>> table, = parse_nccl_tests(text, "x.txt", collective="all_reduce")
         >>> table.ranks, table.nodes, table.nbytes, table.time_us
         (2, 2, (1048576,), (98.0,))
