@@ -194,7 +194,8 @@ def _header_line(line: str, number: int, current: _Block, blocks: list[_Block],
     if "FAILED" in line and "Out of bounds" in line:
         raise NcclTestsError(source, number, "nccl-tests reports out-of-bounds values "
                                              "(a failed run): its times are not usable")
-    current.program = program
+    if not (current.rows or current.busbw):
+        current.program = program
     return current
 
 
@@ -283,8 +284,7 @@ def _finish(block: _Block, source: str, wanted: CollectiveKind | None, nodes: in
 
 def _kind_from_name(source: str) -> CollectiveKind | None:
     tokens = re.split(r"[^a-z_]+", os.path.basename(source).lower().replace("-", "_"))
-    stems = [stem for token in tokens for stem in PROGRAMS if token.startswith(stem)
-             or token.endswith(stem)]
+    stems = [stem for token in tokens for stem in PROGRAMS if stem in token]
     return PROGRAMS[max(stems, key=len)] if stems else None
 
 
