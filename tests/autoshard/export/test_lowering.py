@@ -34,11 +34,12 @@ from autoshard.reshard_convert import state_of
 from autoshard.reshard_search import Pricer
 from autoshard.reshard_state import moves_from
 from autoshard.sharding import TensorSharding
-from costmodel import get_preset
 from graphs import DType, TensorSpec
 from tests.support import KNOWN_ANSWERS
+from tests.support.alpha_beta import alpha_beta_preset
 
-TOPOLOGY = get_preset("dgx-h100")
+# the documented differences are argued from alpha-beta prices (Thakur et al. 2005)
+TOPOLOGY = alpha_beta_preset("dgx-h100")
 HBM_BW = float(TOPOLOGY.device.hbm_bw_bytes_per_s)
 
 
