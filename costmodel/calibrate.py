@@ -30,7 +30,7 @@ import numpy as np
 from costmodel.collectives import collective_seconds
 from costmodel.errors import CalibrationError
 from costmodel.link import Link, Topology
-from costmodel.measured import Group, compute_curve_terms
+from costmodel.measured import Group, compute_curve_terms, level_bus_bytes
 from costmodel.nccl_tests import NcclTable
 
 logger = logging.getLogger(__name__)
@@ -97,6 +97,7 @@ class Calibration:
     tables: tuple[NcclTable, ...]
     rows: tuple[CalibrationRow, ...]
     fitted: tuple[FittedParameter, ...]
+    notes: tuple[str, ...] = ()
 
     def table_rows(self, name: str) -> tuple[CalibrationRow, ...]:
         return tuple(row for row in self.rows if row.table == name)
@@ -193,7 +194,8 @@ def calibrate(base: Topology, tables: Sequence[NcclTable], name: str | None = No
                         unit=UNITS[param])
         for (level, param), value, begin in zip(keys, values, start, strict=True))
     checked = check(topology, tables)
-    return dataclasses.replace(checked, fitted=fitted)
+    return dataclasses.replace(checked, fitted=fitted,
+                               notes=_identifiability(topology, tables, fitted_levels))
 
 
 def _non_empty(tables: Sequence[NcclTable]) -> tuple[NcclTable, ...]:
@@ -231,3 +233,29 @@ def _with_parameters(base: Topology, keys: list[tuple[int, str]], values: np.nda
         link: Link = dataclasses.replace(levels[level].link, **fields)
         levels[level] = dataclasses.replace(levels[level], link=link)
     return dataclasses.replace(base, levels=tuple(levels))
+
+
+def _identifiability(topology: Topology, tables: tuple[NcclTable, ...],
+                     fitted_levels: list[int]) -> tuple[str, ...]:
+    """Say which fitted parameters the tables could not pin, instead of implying they did."""
+    notes = []
+    if 0 in fitted_levels and all(table.nodes > 1 for table in tables):
+        notes.append(f"level {topology.levels[0].name!r} was fitted from multi-node tables "
+                     "only, so it is weakly determined: add a single-node run")
+    binding = {_binding_link(table, topology) for table in tables}
+    for level in fitted_levels:
+        link = topology.levels[level].link
+        if link not in binding:
+            notes.append(f"bus_efficiency of level {topology.levels[level].name!r} "
+                         f"({link.name or 'unnamed'}) is not constrained: another level bounds "
+                         "the bandwidth on every table, so it stays near its starting value")
+    return tuple(notes)
+
+
+def _binding_link(table: NcclTable, topology: Topology) -> Link:
+    """The level link whose bandwidth sets ``table``'s large-message time (the max in c)."""
+    group = group_for(table, topology)
+    buses = level_bus_bytes(table.collective, tuple(size for size, _ in group))
+    costs = [bus * link.beta_s_per_byte / link.bus_efficiency
+             for bus, (_, link) in zip(buses, group, strict=True)]
+    return group[int(np.argmax(costs))][1]

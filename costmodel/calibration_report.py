@@ -69,22 +69,29 @@ def calibration_summary(calibration: Calibration, *, fitted: bool) -> str:
     lines = [f"{topology.name}: {verb} against {len(calibration.tables)} nccl-tests table(s)",
              "", "  level     ranks link      link GB/s  bus GB/s  alpha µs launch µs "
                  "pipeline µs"]
-    lines += [_link_line(level.name, level.devices, level.link) for level in topology.levels]
-    notes = [f"  {p.level}.{p.name} is at its bound {_g(p.value)}: the base's link rate or "
-             "the model may not suit this table" for p in calibration.fitted if p.at_bound]
+    fitted_levels = {p.level for p in calibration.fitted}
+    lines += [_link_line(level.name, level.devices, level.link)
+              + ("  (fitted)" if level.name in fitted_levels else "")
+              for level in topology.levels]
+    warnings = [f"  note: {p.level}.{p.name} is at its bound {_g(p.value)}: the base's link "
+                "rate or the model may not suit these tables"
+                for p in calibration.fitted if p.at_bound]
+    warnings += [f"  note: {note}" for note in calibration.notes]
     lines += ["", "  table                                           collective   ranks nodes "
                   "sizes  median  worst   med|r-1| worst|r-1|"]
+    columns = []
     for table in calibration.tables:
         stats = ratio_stats(calibration.table_rows(table.name))
         lines.append(f"  {table.name[:47]:<47} {table.collective.value:<12} {table.ranks:>5} "
                      f"{table.nodes:>5} {len(table.nbytes):>5}  {stats['median_ratio']:>6.2f} "
                      f"{stats['worst_ratio']:>6.2f}  {stats['median_error']:>8.1%} "
                      f"{stats['worst_error']:>9.1%}")
-        notes.append(f"  {table.name}: {table.column}")
-    lines += ["", "  ratio = predicted / measured; times per table:", *notes]
+        columns.append(f"  {table.name}: {table.column}")
+    lines += ["", "  ratio = predicted / measured time; measured time per table:", *columns]
     if fitted:
         lines.append("  fitted per level: launch, alpha, pipeline, bus efficiency (link rates "
                      "kept from the base)")
+    lines += warnings
     return "\n".join(lines) + "\n"
 
 

@@ -111,7 +111,7 @@ def _domains(sizes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(domains)
 
 
-def _bus_bytes(kind: CollectiveKind, sizes: tuple[int, ...]) -> tuple[float, ...]:
+def level_bus_bytes(kind: CollectiveKind, sizes: tuple[int, ...]) -> tuple[float, ...]:
     """Bytes per byte of m crossing one rank's link at each level (see the module docstring)."""
     domains = _domains(sizes)
     total = domains[-1]
@@ -166,7 +166,7 @@ def compute_curve_terms(kind: CollectiveKind, levels: Group) -> CurveTerms:
         kind, sizes, tuple(link.alpha_s for link in links))
     pipeline = sum(link.pipeline_s for link in links)
     rate = max(bus * link.beta_s_per_byte / link.bus_efficiency
-               for bus, link in zip(_bus_bytes(kind, sizes), links, strict=True))
+               for bus, link in zip(level_bus_bytes(kind, sizes), links, strict=True))
     return CurveTerms(latency_s=latency, pipeline_s=pipeline, s_per_byte=rate)
 
 

@@ -116,3 +116,39 @@ def test_tables_that_do_not_fit_the_topology() -> None:
         check(get_preset("generic"), TABLES["oci"])
     with pytest.raises(CalibrationError, match="no nccl-tests table"):
         calibrate(get_preset("dgx-a100"), ())
+
+
+def test_fit_recovers_known_parameters_from_mixed_collectives() -> None:
+    """Tables of other collectives take part in the same fit: an 8-rank all-reduce and a
+    16-rank all-gather priced by a known topology are fitted from a base that knows only the
+    link rates; the known overheads come back."""
+    import dataclasses
+
+    from costmodel import CollectiveKind, NcclTable, Topology, TopologyLevel
+
+    device = get_preset("dgx-a100").device
+    nv = Link(1e-6, 1 / 300e9, "nvlink", launch_s=5e-6, pipeline_s=8e-6, bus_efficiency=0.75)
+    # 6.25 GB/s per GPU: the network, not NVLink, bounds the two-node all-gather, so the
+    # all-gather table pins its efficiency
+    net = Link(3e-6, 1 / 6.25e9, "efa", launch_s=20e-6, pipeline_s=30e-6, bus_efficiency=0.9)
+    truth = Topology(name="truth", device=device, levels=(
+        TopologyLevel(name="node", devices=8, link=nv),
+        TopologyLevel(name="cluster", devices=None, link=net)))
+    sizes = tuple(2**k for k in range(3, 34))
+    tables = []
+    for kind, nodes in ((CollectiveKind.ALL_REDUCE, 1), (CollectiveKind.ALL_GATHER, 2)):
+        table = NcclTable(name=f"{kind.value}.txt", source="synthetic", line=1, collective=kind,
+                          ranks=8 * nodes, nodes=nodes, nbytes=sizes, time_us=sizes,
+                          column="synthetic")
+        seconds = collective_seconds(kind, np.array(sizes, dtype=float),
+                                     group_for(table, truth))
+        tables.append(dataclasses.replace(table, time_us=tuple(seconds * 1e6)))
+    base = dataclasses.replace(truth, levels=tuple(
+        dataclasses.replace(level, link=Link(level.link.alpha_s, level.link.beta_s_per_byte,
+                                             level.link.name)) for level in truth.levels))
+    result = calibrate(base, tables)
+    for table in tables:
+        assert np.max(_errors(result, table)) < 0.01
+    fitted = {(p.level, p.name): p.value for p in result.fitted}
+    assert fitted["node", "bus_efficiency"] == pytest.approx(0.75, rel=0.02)
+    assert fitted["cluster", "bus_efficiency"] == pytest.approx(0.9, rel=0.02)
