@@ -93,11 +93,16 @@ class Link:
 
     def __repr__(self) -> str:
         # the measured-curve fields only when set, so a pure alpha-beta link reads as before
-        parts = [f"alpha_s={self.alpha_s!r}", f"beta_s_per_byte={self.beta_s_per_byte!r}",
-                 f"name={self.name!r}"]
-        parts += [f"{key}={value!r}" for key, value in self.curve_fields().items()
-                  if value != _CURVE_DEFAULTS[key]]
-        return f"Link({', '.join(parts)})"
+        # (and cheaply: the planner keys caches on the topology's repr)
+        text = (f"Link(alpha_s={self.alpha_s!r}, beta_s_per_byte={self.beta_s_per_byte!r}, "
+                f"name={self.name!r}")
+        if self.launch_s != 0.0:
+            text += f", launch_s={self.launch_s!r}"
+        if self.pipeline_s != 0.0:
+            text += f", pipeline_s={self.pipeline_s!r}"
+        if self.bus_efficiency != 1.0:
+            text += f", bus_efficiency={self.bus_efficiency!r}"
+        return text + ")"
 
     @classmethod
     def from_bandwidth(cls, alpha_s: float, bw_bytes_per_s: float, name: str = "",
@@ -116,16 +121,12 @@ class Link:
     @property
     def is_alpha_beta(self) -> bool:
         """True when every measured-curve field is at its default (a textbook link)."""
-        return all(value == _CURVE_DEFAULTS[key] for key, value in self.curve_fields().items())
+        return self.launch_s == 0.0 and self.pipeline_s == 0.0 and self.bus_efficiency == 1.0
 
     def curve_fields(self) -> dict[str, float]:
         """The measured-curve fields by name: launch_s, pipeline_s, bus_efficiency."""
         return {"launch_s": self.launch_s, "pipeline_s": self.pipeline_s,
                 "bus_efficiency": self.bus_efficiency}
-
-
-_CURVE_DEFAULTS = {"launch_s": 0.0, "pipeline_s": 0.0, "bus_efficiency": 1.0}
-"""Defaults of the measured-curve fields: a link with all of them is pure alpha-beta."""
 
 
 def _frozen_mapping(mapping: Mapping[str, object]) -> Mapping[str, object]:

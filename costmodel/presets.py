@@ -29,11 +29,9 @@ from costmodel.link import DeviceSpec, Link, Topology, TopologyLevel
 logger = logging.getLogger(__name__)
 
 
-# NCCL tuning.cc hwLat, ring, LL128 column (µs): NVLink 1.9, PCI 2.5, NET 4.0; Simple NET 14
-# (NVIDIA/nccl src/graph/tuning.cc; the NVLink and NET figures are the textbook presets' alphas).
-NVLINK_ALPHA_S = 1.9e-6
+# NCCL tuning.cc hwLat, ring, LL128 column (µs): PCI 2.5; Simple NET 14 for sockets
+# (NVIDIA/nccl src/graph/tuning.cc at 01afd20a77b5804e0ecf1042509dd9d20ebf9e93).
 PCIE_ALPHA_S = 2.5e-6
-IB_ALPHA_S = 4.0e-6
 ETHERNET_ALPHA_S = 14.0e-6
 # scaling-book sharding.md: "T_min ≈ 1 µs" per ICI hop.
 ICI_ALPHA_S = 1.0e-6
@@ -81,14 +79,16 @@ NVLINK3_P4D = Link.from_bandwidth(P4D_NVLINK_ALPHA_S, 300e9, "nvlink", **P4D_NVL
 IB_NDR = Link.from_bandwidth(HDR_IB_ALPHA_S, 400e9 / 8, "ib", **NDR_IB_CURVE)
 # DGX A100: 8× HDR 200 Gb/s per node, one per GPU → 25 GB/s per GPU (nccl issue 812).
 IB_HDR = Link.from_bandwidth(HDR_IB_ALPHA_S, 200e9 / 8, "ib", **HDR_IB_CURVE)
-# AWS p4d/p4de.24xlarge: 4 EFA × 100 Gb/s = 400 Gb/s per node (AWS EC2 P4 instance page) →
+# AWS p4d/p4de.24xlarge: 4 EFA × 100 Gb/s = 400 Gb/s per node (AWS EC2 P4 instance page, as
+# quoted in the p4de table's header; not re-read here) →
 # 400/8/8 = 6.25 GB/s per GPU.
 EFA_P4D = Link.from_bandwidth(EFA_ALPHA_S, 400e9 / 8 / 8, "efa", **EFA_CURVE)
-# AWS p5.48xlarge: 32 EFA × 100 Gb/s = 3200 Gb/s per node (AWS EC2 P5 instance page) →
+# AWS p5.48xlarge: 32 EFA × 100 Gb/s = 3200 Gb/s per node (AWS EC2 P5 instance page; not
+# re-read here) →
 # 400 Gb/s = 50 GB/s per GPU.
 EFA_P5 = Link.from_bandwidth(EFA_ALPHA_S, 3200e9 / 8 / 8, "efa", **EFA_CURVE)
 # GCP a3-megagpu-8g: 8 GPU NICs × 200 Gb/s with GPUDirect-TCPXO (Google Cloud A3 Mega
-# machine-type docs) → 200 Gb/s = 25 GB/s per GPU.
+# machine-type docs; not re-read here) → 200 Gb/s = 25 GB/s per GPU.
 TCPXO = Link.from_bandwidth(EFA_ALPHA_S, 200e9 / 8, "tcpxo", **TCPXO_CURVE)
 # PCIe Gen5 x16: 32 GT/s × 16 lanes ≈ 64 GB/s per direction; Gen4 x16 half of that.
 PCIE_GEN5 = Link.from_bandwidth(PCIE_ALPHA_S, 64e9, "pcie")
