@@ -7,10 +7,11 @@ import those directly.
 """
 
 from autoshard import errors
-from autoshard.emulate import emulate
 from autoshard.errors import AutoshardError
-from autoshard.mesh import Mesh
-from autoshard.placements import (
+from autoshard.planning.planner import plan
+from autoshard.planning.record import Plan
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.placements import (
     Partial,
     Replicate,
     Shard,
@@ -18,11 +19,10 @@ from autoshard.placements import (
     _StridedShard,
     parse_placement,
 )
-from autoshard.plan_record import Plan
-from autoshard.planner import plan
-from autoshard.sharding import TensorSharding
-from autoshard.strategies import Strategy, enumerate_strategies
-from autoshard.verify import verify
+from autoshard.sharding.tensor_sharding import TensorSharding
+from autoshard.strategies.derive import Strategy, enumerate_strategies
+from autoshard.verify.emulator import emulate
+from autoshard.verify.verification import verify
 from costmodel import Link, Topology, get_preset, preset_names
 from graphs import OpGraph, load, zoo
 from solver import ChoiceProblem, solve

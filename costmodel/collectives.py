@@ -26,8 +26,9 @@ Rabenseifner) unavailable (priced ``inf``), so the ring variants win there.
 Sources: R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of Collective Communication
 Operations in MPICH", IJHPCA 19(1), 2005 (quoted from MPICH ``src/mpi/coll/*`` cost comments);
 NCCL ring step counts (``src/graph/tuning.cc``: ``nsteps = 2(n−1)`` all-reduce, ``n−1``
-all-gather/reduce-scatter); Horovod ``NCCLHierarchicalAllreduce``
-(horovod/horovod ``horovod/common/ops/nccl_operations.cc``) for the two-level form.
+all-gather/reduce-scatter); Horovod ``NCCLHierarchicalAllreduce`` for the two-level form.
+MPICH's cost comments read at pmodels/mpich 6a79bf6 (``src/mpi/coll/``); NCCL's at NVIDIA/nccl
+5067397 (``src/graph/tuning.cc``); all listed in docs/sources.md.
 
 Two models share :func:`collective_seconds`: groups of pure alpha-beta links (the default
 :class:`~costmodel.link.Link`) are priced by the formulas below, unchanged; a group where some
@@ -219,7 +220,7 @@ def hierarchical_seconds(kind: CollectiveKind, m: Bytes, levels: Group) -> Bytes
 
     - all-reduce: reduce-scatter inside on m, all-reduce across rest on m/g (g of them in
       parallel, one per local rank, one NIC each), all-gather inside on m (Horovod
-      ``NCCLHierarchicalAllreduce``);
+      ``NCCLHierarchicalAllreduce`` in ``horovod/common/ops/nccl_operations.cc``);
     - all-gather: all-gather across rest on m/g, then inside on m (output m);
     - reduce-scatter: inside on m, then across rest on m/g;
     - all-to-all (two-phase): inside on m (each rank collects, per local peer, the chunks bound

@@ -2,7 +2,7 @@
 
 Why: ``--topology dgx-h100`` must mean one well-documented machine, and studies need a
 unit-less ``generic`` mesh. Every constant below carries a citation comment; nothing is inline
-elsewhere.
+elsewhere. The sources are listed in docs/sources.md ("Links and devices").
 
 GPU links (NVLink, InfiniBand, EFA, TCPXO) carry the measured-curve terms of
 :mod:`costmodel.measured` (launch floor, hop latency, pipeline fill, bus efficiency), fitted on

@@ -29,7 +29,8 @@ from typing import Any
 
 import networkx as nx
 
-from graphs.errors import AttrError, ShapeError, StructureError
+from graphs.document import document_of, document_text, records_of
+from graphs.errors import AttrError, SchemaError, ShapeError, StructureError
 from graphs.ir import DType, Op, Tensor, TensorRole
 from graphs.ops.registry import OpDef, TensorSpec, get_op
 from graphs.signature import DimSignature
@@ -293,22 +294,31 @@ class OpGraph:
     # -------------------------------------------------------------- equality/IO
     def to_dict(self) -> dict[str, Any]:
         """The ``autoshard.graph/v1`` document of this graph."""
-        from graphs.io import graph_to_dict
-
-        return graph_to_dict(self)
+        return document_of(self.name, tuple(self._tensors.values()), self.ops, self._outputs)
 
     @classmethod
-    def from_dict(cls, document: Mapping[str, Any]) -> OpGraph:
-        """Build and validate a graph from an ``autoshard.graph/v1`` document."""
-        from graphs.io import graph_from_dict
+    def from_dict(cls, document: Any) -> OpGraph:
+        """Build and validate a graph from an ``autoshard.graph/v1`` document.
 
-        return graph_from_dict(document)
+        Raises:
+            SchemaError: naming the JSON path of the first fault.
+        """
+        records = records_of(document)
+        graph = cls(name=records.name)
+        for tensor in records.tensors:
+            graph.add_tensor(tensor)
+        for index, op in enumerate(records.ops):
+            try:
+                graph.add_op(op)
+            except StructureError as error:
+                raise SchemaError(f"ops[{index}]", str(error)) from None
+        graph._outputs.extend(records.outputs)
+        graph.validate()
+        return graph
 
     def save(self, path: str | Path) -> None:
         """Write the graph as ``autoshard.graph/v1`` JSON (deterministic bytes)."""
-        from graphs.io import save
-
-        save(self, path)
+        Path(path).write_text(document_text(self.to_dict()), encoding="utf-8")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, OpGraph):

@@ -156,6 +156,24 @@ class Aggregated:
     tied: tuple[int, ...]  # the blocks one representative stands for
 
 
+class _Nodes:
+    """The aggregated problem's nodes, each made on first use and found again by its key."""
+
+    def __init__(self) -> None:
+        self.costs: list[np.ndarray] = []
+        self.index: dict[tuple, int] = {}
+
+    def __call__(self, key: tuple, cost: np.ndarray) -> int:
+        if key not in self.index:
+            self.index[key] = len(self.costs)
+            self.costs.append(cost)
+        return self.index[key]
+
+
+def _tag(k: int, tied: tuple[int, ...]) -> str:
+    return "I" if k in tied else f"B{k}"
+
+
 def aggregate(problem: ChoiceProblem, chain: Chain, head: int = 1, tail: int = 1
               ) -> Aggregated:
     """The LP's problem (module docstring) with ``head`` leading and ``tail`` trailing
@@ -168,25 +186,27 @@ def aggregate(problem: ChoiceProblem, chain: Chain, head: int = 1, tail: int = 1
         raise ValueError(f"need head, tail >= 1 and two tied blocks; got {head}, {tail} of "
                          f"{count} blocks")
     weight = float(len(tied))
-    rep = tied[0]
-    costs: list[np.ndarray] = []
-    index: dict[tuple, int] = {}
-
-    def node(key: tuple, cost: np.ndarray) -> int:
-        if key not in index:
-            index[key] = len(costs)
-            costs.append(cost)
-        return index[key]
-
-    def tag(k: int) -> str:
-        return "I" if k in tied else f"B{k}"
-
-    rest = tuple(node(("R", i), problem.node_costs[i]) for i in chain.rest)
+    nodes = _Nodes()
+    rest = tuple(nodes(("R", i), problem.node_costs[i]) for i in chain.rest)
     block_nodes = []
     for k, block in enumerate(blocks):
         scale = weight if k in tied else 1.0
-        block_nodes.append(tuple(node((tag(k), r), scale * problem.node_costs[i])
+        block_nodes.append(tuple(nodes((_tag(k, tied), r), scale * problem.node_costs[i])
                                  for r, i in enumerate(block)))
+    edges = _aggregated_edges(problem, chain, nodes, tied)
+    links = _boundary_links(chain, nodes.index, tied)
+    frozen = frozenset(a for terms in links for a, _ in terms)
+    agg = ChoiceProblem(node_costs=nodes.costs, edges=edges)
+    return Aggregated(problem=agg, frozen=frozen, links=tuple(links), rest=rest,
+                      block_nodes=tuple(block_nodes), tied=tied)
+
+
+def _aggregated_edges(problem: ChoiceProblem, chain: Chain, nodes: _Nodes,
+                      tied: tuple[int, ...]) -> list[tuple[int, int, np.ndarray]]:
+    """Every edge owned by a distinct block, the representative or no block, with its ends
+    renamed; an edge from the previous block goes to the owner's zero-cost copy of that node
+    (``pc``), which the boundary links tie to the original."""
+    blocks, weight, rep = chain.blocks, float(len(tied)), tied[0]
     zeros = [np.zeros(problem.node_costs[i].size) for i in blocks[0]]
     block_of = {int(i): k for k, block in enumerate(blocks) for i in block}
     position = {int(i): r for block in blocks for r, i in enumerate(block)}
@@ -199,18 +219,25 @@ def aggregate(problem: ChoiceProblem, chain: Chain, head: int = 1, tail: int = 1
         for end in (u, v):
             k = block_of.get(end, -1)
             if k == -1:
-                ends.append(index[("R", end)])
+                ends.append(nodes.index[("R", end)])
             elif k == owner:
-                ends.append(index[(tag(k), position[end])])
+                ends.append(nodes.index[(_tag(k, tied), position[end])])
             else:  # the previous block: the owner's copy of it
                 r = position[end]
-                ends.append(node(("pc" + tag(owner), r), zeros[r]))
+                ends.append(nodes(("pc" + _tag(owner, tied), r), zeros[r]))
         edges.append((ends[0], ends[1], weight * matrix if owner in tied else matrix))
+    return edges
+
+
+def _boundary_links(chain: Chain, index: dict[tuple, int], tied: tuple[int, ...]
+                    ) -> list[tuple[tuple[int, float], ...]]:
+    """The linear rows tying each copied node to its original across a block boundary."""
+    count, weight, rep = len(chain.blocks), float(len(tied)), tied[0]
     links = []
     for k in range(1, count):  # boundaries between two distinct blocks: exact
         if k - 1 in tied or k in tied:
             continue
-        links += [((index[("pc" + tag(k), r)], 1.0), (index[(tag(k - 1), r)], -1.0))
+        links += [((index[("pc" + _tag(k, tied), r)], 1.0), (index[(_tag(k - 1, tied), r)], -1.0))
                   for r in sorted(chain.copies[k])]
     # the boundaries into the tied blocks and out of the last one share one multiplier:
     # Σ (copy - original) = weight·pc_I + pc_out - x_before - weight·x_I. A position copied on
@@ -218,12 +245,9 @@ def aggregate(problem: ChoiceProblem, chain: Chain, head: int = 1, tail: int = 1
     # does not have: its rows are dropped (a weaker, still valid, relaxation)
     after = tied[-1] + 1
     for r in sorted(chain.copies[rep] & chain.copies[after]):
-        links.append(((index[("pcI", r)], weight), (index[("pc" + tag(after), r)], 1.0),
-                      (index[(tag(rep - 1), r)], -1.0), (index[("I", r)], -weight)))
-    frozen = frozenset(a for terms in links for a, _ in terms)
-    agg = ChoiceProblem(node_costs=costs, edges=edges)
-    return Aggregated(problem=agg, frozen=frozen, links=tuple(links), rest=rest,
-                      block_nodes=tuple(block_nodes), tied=tied)
+        links.append(((index[("pcI", r)], weight), (index[("pc" + _tag(after, tied), r)], 1.0),
+                      (index[(_tag(rep - 1, tied), r)], -1.0), (index[("I", r)], -weight)))
+    return links
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,6 +1,6 @@
 """Every docstring example in the four packages runs and gives what it shows.
 
-STYLE rule 10: public functions carry runnable examples. The modules are found, not listed:
+Public functions carry runnable examples (docs/architecture.md). The modules are found, not listed:
 every product module whose source holds a ``>>>`` prompt is collected, and each must run at
 least one example (a prompt doctest cannot find, for instance inside a nested function, fails
 here instead of silently checking nothing).

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from autoshard.bench.machine import header_lines, save_bar_plot
-from autoshard.mesh import Mesh
-from autoshard.planner_costs import attrs_key
-from autoshard.strategies import enumerate_strategies
+from autoshard.bench.plots import save_bar_plot
+from autoshard.planning.node_costs import attrs_key
+from autoshard.provenance import header_lines
+from autoshard.sharding.mesh import Mesh
+from autoshard.strategies.derive import enumerate_strategies
 from graphs import OpGraph, zoo
 
 MESHES = ("x=8", "dp=2,tp=4", "dp=4,fsdp=4,tp=4")

@@ -5,7 +5,7 @@ partitioner inserts. XLA writes device groups, not mesh axes: explicit lists
 (``replica_groups={{0,1,2,3},{4,5,6,7}}``), iota lists (``replica_groups=[2,4]<=[8]``,
 ``[4,2]<=[2,4]T(1,0)``) or, for permutes, ``source_target_pairs={{0,1},{1,0}}``. A group set
 matches mesh axes S when it equals the set of groups that vary the coordinates of S and fix
-all others (row-major device ids, as :class:`autoshard.mesh.Mesh` numbers them). Worked
+all others (row-major device ids, as :class:`autoshard.sharding.mesh.Mesh` numbers them). Worked
 example on ``dp=2,tp=4`` (ids = 4·dp + tp): ``{0,1,2,3},{4,5,6,7}`` is tp; ``{0,4},{1,5},
 {2,6},{3,7}`` is dp; ``[4,2]<=[2,4]T(1,0)`` expands to iota(8).reshape(2,4).T.reshape(4,2) =
 ``{0,4},{1,5},{2,6},{3,7}``, dp again.

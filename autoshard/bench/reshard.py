@@ -17,12 +17,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autoshard.bench.machine import header_lines, save_bar_plot
-from autoshard.links import MeshLinks
-from autoshard.mesh import Mesh
-from autoshard.reshard import clear_caches, find_reshard, reshard_cost_matrix
-from autoshard.reshard_convert import to_sharding
-from autoshard.reshard_state import enumerate_states
+from autoshard.bench.plots import save_bar_plot
+from autoshard.provenance import header_lines
+from autoshard.reshard.convert import to_sharding
+from autoshard.reshard.find import clear_caches, find_reshard, reshard_cost_matrix
+from autoshard.reshard.state import enumerate_states
+from autoshard.sharding.links import MeshLinks
+from autoshard.sharding.mesh import Mesh
 from costmodel import get_preset
 
 logger = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autoshard.bench.machine import header_lines, machine_line
+from autoshard.provenance import header_lines, machine_line
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +93,8 @@ def _rss_mb() -> float:
 def run_job(job: Job) -> dict[str, Any]:
     """Plan ``job`` in this process and return its measurements (the worker's body)."""
     import solver
-    from autoshard import planner
-    from autoshard.layers import repeated_blocks
+    from autoshard.planning import planner
+    from autoshard.planning.layers import repeated_blocks
 
     if job.baseline:  # the solver as it was before the periodic chain: whole graph at once
         planner.repeated_blocks = lambda names, keys: None
@@ -116,8 +116,9 @@ def run_job(job: Job) -> dict[str, Any]:
 
 
 def _timed_plan(job: Job, calls: list[Any]) -> dict[str, Any]:
-    from autoshard import Mesh, plan, zoo
-    from autoshard.planner import training_step_graph
+    from autoshard.planning.planner import plan, training_step_graph
+    from autoshard.sharding.mesh import Mesh
+    from graphs import zoo
 
     start = time.perf_counter()
     graph = zoo.build(job.model, **({} if job.layers is None else {"layers": job.layers}))

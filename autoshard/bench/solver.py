@@ -1,6 +1,6 @@
 """``autoshard bench solver``: time to proven optimality (or gap at a limit) per backend.
 
-Synthetic transformer-shaped problems as in ilp-backends.md: layers of 16 ops (ln1, q, k, v,
+Synthetic transformer-shaped problems as in docs/solver-backends.md: layers of 16 ops (ln1, q, k, v,
 scores, softmax, dropout, av, out-proj, add1, ln2, fc1, gelu, fc2, dropout, add2; 20 edges per
 layer including the two residual skips) with 5–29 options per op. Every option has an output
 layout; an edge costs 0 when the producer's layout is what the consumer needs and a resharding
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autoshard.bench.machine import header_lines
+from autoshard.provenance import header_lines
 from solver import ChoiceProblem, solve
 
 logger = logging.getLogger(__name__)

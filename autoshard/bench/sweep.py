@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from autoshard.bench.machine import header_lines
-from autoshard.sweep_points import SweepSpec, enumerate_points
-from autoshard.sweep_runner import SWEEP_GAP
-from autoshard.sweep_table import read_rows
+from autoshard.provenance import header_lines
+from autoshard.sweep.points import SweepSpec, enumerate_points
+from autoshard.sweep.runner import SWEEP_GAP
+from autoshard.sweep.table import read_rows
 
 logger = logging.getLogger(__name__)
 

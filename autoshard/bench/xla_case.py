@@ -25,6 +25,9 @@ import numpy as np
 
 from autoshard.bench import jax_models as models
 from autoshard.bench.hlo_collectives import KINDS, count_collectives
+from autoshard.errors import InfeasibleError
+from autoshard.planning.planner import plan as make_plan
+from autoshard.sharding.mesh import Mesh
 
 
 def _model(case: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
@@ -83,16 +86,13 @@ def _spec(record: Any) -> Any:
 
 
 def _plan(graph: Any, case: dict[str, Any]) -> Any:
-    import autoshard
-
-    mesh = autoshard.Mesh.parse(case["mesh"])
-    free = autoshard.plan(graph, mesh, time_limit=case["time_limit"])
+    mesh = Mesh.parse(case["mesh"])
+    free = make_plan(graph, mesh, time_limit=case["time_limit"])
     for squeeze in case.get("squeeze", ()):   # the tightest budget some plan fits in
         limit = free.peak_bytes_per_device * squeeze
         try:
-            return autoshard.plan(graph, mesh, memory_limit=limit,
-                                  time_limit=case["time_limit"]), limit
-        except autoshard.errors.InfeasibleError:
+            return make_plan(graph, mesh, memory_limit=limit, time_limit=case["time_limit"]), limit
+        except InfeasibleError:
             continue
     return free, None
 

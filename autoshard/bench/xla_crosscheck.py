@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from autoshard.bench.machine import header_lines
+from autoshard.provenance import header_lines
 
 MESHES = ("x=8", "dp=2,tp=4")
 MODES = ("fwd", "grad")

@@ -1,6 +1,7 @@
 """Which export format accepts a sharding of a given global shape, and how exactly.
 
-The formats disagree on uneven sizes (see spec §0 and §6):
+The formats disagree on uneven sizes (DTensor ``torch.chunk`` shards, XLA's padded tiles,
+Shardy's divisibility rule; docs/sources.md, "Sharding formats"):
 
 * DTensor shards one mesh axis at a time, each a ``torch.chunk`` of the current local piece
   (chunks nest): it accepts everything, and a plan's local shapes are DTensor's.
@@ -74,9 +75,9 @@ def check_exportable(
         ValueError: `global_shape` does not have one entry per tensor dim.
 
     Example:
-        >>> from autoshard.mesh import Mesh
-        >>> from autoshard.placements import Shard
-        >>> from autoshard.sharding import TensorSharding
+        >>> from autoshard.sharding.mesh import Mesh
+        >>> from autoshard.sharding.placements import Shard
+        >>> from autoshard.sharding.tensor_sharding import TensorSharding
         >>> ts = TensorSharding(Mesh(axes=(("dp", 4), ("tp", 2))), (Shard(0), Shard(0)), 1)
         >>> check_exportable(ts, (18,), "hlo", "w").exact
         False

@@ -103,8 +103,8 @@ def to_dtensor_source(ts: Any) -> str:
     Evaluate it with the names of `DTENSOR_IMPORTS` in scope.
 
     Example:
-        >>> from autoshard.mesh import Mesh
-        >>> from autoshard.sharding import TensorSharding
+        >>> from autoshard.sharding.mesh import Mesh
+        >>> from autoshard.sharding.tensor_sharding import TensorSharding
         >>> mesh = Mesh(axes=(("dp", 2), ("tp", 2)))
         >>> to_dtensor_source(TensorSharding.from_partition_spec(mesh, (("tp", "dp"),), 1))
         '(_StridedShard(0, split_factor=2), Shard(0))'

@@ -52,9 +52,9 @@ def to_hlo_sharding(ts: Any, version: int = 2, tensor_name: str = "") -> str:
             a Partial whose reduce op is not sum (HloSharding's unreduced is a pending sum).
 
     Example:
-        >>> from autoshard.mesh import Mesh
-        >>> from autoshard.placements import Replicate, Shard
-        >>> from autoshard.sharding import TensorSharding
+        >>> from autoshard.sharding.mesh import Mesh
+        >>> from autoshard.sharding.placements import Replicate, Shard
+        >>> from autoshard.sharding.tensor_sharding import TensorSharding
         >>> mesh = Mesh(axes=(("x", 2), ("y", 4)))
         >>> ts = TensorSharding(mesh, (Replicate(), Shard(0)), 2)
         >>> to_hlo_sharding(ts)

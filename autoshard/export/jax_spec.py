@@ -65,8 +65,8 @@ def partition_spec_source(ts: Any, tensor_name: str = "") -> str:
     (with ``from jax.sharding import PartitionSpec as P``).
 
     Example:
-        >>> from autoshard.mesh import Mesh
-        >>> from autoshard.sharding import TensorSharding
+        >>> from autoshard.sharding.mesh import Mesh
+        >>> from autoshard.sharding.tensor_sharding import TensorSharding
         >>> mesh = Mesh(axes=(("dp", 2), ("tp", 4)))
         >>> partition_spec_source(TensorSharding.from_partition_spec(mesh, (("tp", "dp"),), 2))
         "P(('tp', 'dp'), None)"

@@ -87,9 +87,9 @@ def layout_of(ts: Any, tensor_name: str = "") -> ShardingLayout:
         NotExpressibleError: a `StridedShard` whose layout is not a contiguous tile.
 
     Example:
-        >>> from autoshard.mesh import Mesh
-        >>> from autoshard.placements import Shard, StridedShard
-        >>> from autoshard.sharding import TensorSharding
+        >>> from autoshard.sharding.mesh import Mesh
+        >>> from autoshard.sharding.placements import Shard, StridedShard
+        >>> from autoshard.sharding.tensor_sharding import TensorSharding
         >>> mesh = Mesh(axes=(("a", 4), ("b", 4)))
         >>> layout = layout_of(TensorSharding(mesh, (StridedShard(0, 2), Shard(0)), 1))
         >>> [(ref.name, ref.pre, ref.size) for ref in layout.dims[0]]

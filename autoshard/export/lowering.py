@@ -1,6 +1,6 @@
 """Explicit reshards lowered to named collectives over named mesh axes, in Shardy's syntax.
 
-A plan's reshard is priced as the steps `autoshard.reshard.find_reshard` returns; this module
+A plan's reshard is priced as the steps `autoshard.reshard.find.find_reshard` returns; this module
 writes exactly those steps, one Shardy collective per step, each with the sharding it leaves
 (``-sdy-reshard-to-collectives`` prints them the same way), so what is emitted is what was
 priced. `lower_reshard` does it for one `Reshard`; `lower_plan_reshards` re-runs
@@ -27,6 +27,7 @@ from typing import Any
 from autoshard.export.errors import ExportError
 from autoshard.export.layout import layout_of
 from autoshard.export.shardy import _ref
+from autoshard.reshard.find import find_reshard
 
 logger = logging.getLogger(__name__)
 
@@ -88,9 +89,9 @@ def sharding_text(ts: Any) -> str:
     Shardy writes max and min; ``avg{...}`` has no Shardy form and only documents the plan).
 
     Example:
-        >>> from autoshard.mesh import Mesh
-        >>> from autoshard.placements import Partial, Shard
-        >>> from autoshard.sharding import TensorSharding
+        >>> from autoshard.sharding.mesh import Mesh
+        >>> from autoshard.sharding.placements import Partial, Shard
+        >>> from autoshard.sharding.tensor_sharding import TensorSharding
         >>> mesh = Mesh(axes=(("x", 2), ("y", 2)))
         >>> sharding_text(TensorSharding(mesh, (Shard(0), Partial("sum")), 2))
         '[{"x"}, {}], unreduced={"y"}'
@@ -120,10 +121,10 @@ def shardy_op(collective: Any, after: Any) -> str:
     """The Shardy op text of one step, e.g. ``sdy.all_to_all [{"x"}: 0->2] -> [...]``.
 
     Example:
-        >>> from autoshard.mesh import Mesh
-        >>> from autoshard.placements import Replicate, Shard
-        >>> from autoshard.reshard import Collective
-        >>> from autoshard.sharding import TensorSharding
+        >>> from autoshard.sharding.mesh import Mesh
+        >>> from autoshard.sharding.placements import Replicate, Shard
+        >>> from autoshard.reshard.find import Collective
+        >>> from autoshard.sharding.tensor_sharding import TensorSharding
         >>> after = TensorSharding(Mesh(axes=(("x", 2),)), (Replicate(),), 2)
         >>> step = Collective(kind="all_gather", axes=("x",), group_size=2, bytes=0.0,
         ...                   seconds=0.0, src_dim=0)
@@ -152,11 +153,11 @@ def lower_reshard(reshard: Any) -> tuple[LoweredCollective, ...]:
 
     Example:
         >>> from costmodel import get_preset
-        >>> from autoshard.links import MeshLinks
-        >>> from autoshard.mesh import Mesh
-        >>> from autoshard.placements import Partial, Replicate
-        >>> from autoshard.reshard import find_reshard
-        >>> from autoshard.sharding import TensorSharding
+        >>> from autoshard.sharding.links import MeshLinks
+        >>> from autoshard.sharding.mesh import Mesh
+        >>> from autoshard.sharding.placements import Partial, Replicate
+        >>> from autoshard.reshard.find import find_reshard
+        >>> from autoshard.sharding.tensor_sharding import TensorSharding
         >>> mesh = Mesh(axes=(("x", 2), ("y", 2)))
         >>> links = MeshLinks.build(mesh, get_preset("dgx-h100"))
         >>> src = TensorSharding(mesh, (Replicate(), Partial("sum")), 2)
@@ -180,7 +181,7 @@ def lower_plan_reshards(
     """Lower every reshard of `plan`, checking it against what the plan priced.
 
     Args:
-        plan: an `autoshard.plan_record.Plan`.
+        plan: an `autoshard.planning.record.Plan`.
         shardings: the plan's `PlanShardings` (mesh and per-tensor shapes).
         links: the `MeshLinks` the plan was priced with (same topology and overrides).
         device_hbm_bw: the device's HBM bandwidth (prices local slices, as the planner does).
@@ -190,8 +191,6 @@ def lower_plan_reshards(
             collectives ``find_reshard`` gives for its src and dst (priced but not emitted, or
             emitted but not priced).
     """
-    from autoshard.reshard import find_reshard
-
     out = []
     for record in plan.reshards:
         src = shardings.parse(record.tensor, record.src)

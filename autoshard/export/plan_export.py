@@ -34,6 +34,7 @@ from autoshard.export.jax_spec import jax_mesh_source, partition_spec_entries
 from autoshard.export.lowering import LoweredReshard, sharding_text
 from autoshard.export.plan_view import PlanShardings
 from autoshard.export.shardy import shardy_mesh, to_shardy
+from autoshard.export.snippets import dtensor_script, jax_script
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +72,6 @@ def export_plan(
     if fmt is PlanFormat.JSON:
         return json.dumps(plan_json(plan, view, reshards), indent=1) + "\n"
     if fmt in (PlanFormat.DTENSOR, PlanFormat.JAX):
-        from autoshard.export.snippets import dtensor_script, jax_script
-
         build = dtensor_script if fmt is PlanFormat.DTENSOR else jax_script
         return build(plan, view, reshards)
     return _text_export(plan, view, reshards, fmt)

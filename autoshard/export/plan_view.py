@@ -6,8 +6,8 @@ other than mesh order is recovered from the tensor's ``partition_spec``, which k
 The links are rebuilt from the topology the plan names (or one the caller gives) plus link
 overrides, and must describe the same links the plan recorded: a plan is only re-lowered with
 the prices it was planned with. The fingerprint check recomputes
-`autoshard.planner.fingerprint` on a graph the caller rebuilds, so `export` refuses a plan that
-belongs to another graph, mesh, topology or link set.
+`autoshard.planning.planner.fingerprint` on a graph the caller rebuilds, so `export` refuses a plan
+that belongs to another graph, mesh, topology or link set.
 """
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoshard.errors import AutoshardError, PlanFileError, TopologyError
-from autoshard.mesh import Mesh
-from autoshard.placements import parse_placement
-from autoshard.sharding import TensorSharding
+from autoshard.planning.planner import fingerprint
+from autoshard.sharding.links import MeshLinks, resolve_topology
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.placements import parse_placement
+from autoshard.sharding.tensor_sharding import TensorSharding
+from graphs import DType
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +51,6 @@ class PlanShardings:
     roles: Mapping[str, str]
 
     def itemsize(self, tensor: str) -> int:
-        from graphs import DType
-
         return int(DType(self.dtypes[tensor]).itemsize)
 
     def parse(self, tensor: str, placements: Sequence[str]) -> TensorSharding:
@@ -68,7 +69,7 @@ def plan_shardings(plan: Any) -> PlanShardings:
         PlanFileError: a placement that does not parse or does not fit its tensor or mesh.
 
     Example:
-        >>> from autoshard.plan_record import Plan
+        >>> from autoshard.planning.record import Plan
         >>> data = {"format": "autoshard.plan/v1", "model": "m", "fingerprint": "f",
         ...         "mesh": {"axes": [{"name": "dp", "size": 2}, {"name": "tp", "size": 2}]},
         ...         "topology": {"name": "dgx-h100", "links": []},
@@ -133,9 +134,6 @@ def plan_links(
         TopologyError: the plan's topology is no preset (it came from a TOML file) and no
             `topology` was given, or the given one does not load.
     """
-    from autoshard.links import MeshLinks
-    from autoshard.planner_costs import resolve_topology
-
     try:
         topo = resolve_topology(topology or plan.topology)
     except TopologyError as exc:
@@ -169,8 +167,6 @@ def check_fingerprint(plan: Any, graph: Any, mesh: Mesh, topology: Any, links: A
     Raises:
         PlanMismatchError: naming both fingerprints.
     """
-    from autoshard.planner import fingerprint
-
     actual = fingerprint(graph, mesh, topology, links)
     if actual != plan.fingerprint:
         planned_training = any(str(t.role) == "grad" for t in plan.tensors.values())

@@ -45,9 +45,9 @@ def to_shardy(
             unreduced form for (avg, product, bitwise ops).
 
     Example:
-        >>> from autoshard.mesh import Mesh
-        >>> from autoshard.placements import Replicate, Shard
-        >>> from autoshard.sharding import TensorSharding
+        >>> from autoshard.sharding.mesh import Mesh
+        >>> from autoshard.sharding.placements import Replicate, Shard
+        >>> from autoshard.sharding.tensor_sharding import TensorSharding
         >>> mesh = Mesh(axes=(("x", 2), ("y", 4)))
         >>> ts = TensorSharding(mesh, (Replicate(), Shard(0)), 2)
         >>> to_shardy(ts)

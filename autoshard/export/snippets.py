@@ -31,8 +31,8 @@ from autoshard.export.dtensor import to_dtensor_source
 from autoshard.export.jax_spec import partition_spec_entries
 from autoshard.export.lowering import LoweredReshard
 from autoshard.export.plan_view import PlanShardings
-from autoshard.placements import Partial, Replicate
-from autoshard.sharding import TensorSharding
+from autoshard.sharding.placements import Partial, Replicate
+from autoshard.sharding.tensor_sharding import TensorSharding
 
 logger = logging.getLogger(__name__)
 

@@ -116,7 +116,6 @@ def register_op(opdef: OpDef) -> OpDef:
 
 def get_op(kind: str, op_name: str | None = None) -> OpDef:
     """The registration of ``kind``; UnknownOpError lists close matches."""
-    _ensure_loaded()
     try:
         return _REGISTRY[kind]
     except KeyError:
@@ -126,10 +125,5 @@ def get_op(kind: str, op_name: str | None = None) -> OpDef:
 
 def op_kinds() -> tuple[str, ...]:
     """Every registered kind, sorted."""
-    _ensure_loaded()
     return tuple(sorted(_REGISTRY))
 
-
-def _ensure_loaded() -> None:
-    # Importing the package registers every built-in kind exactly once.
-    import graphs.ops  # noqa: F401

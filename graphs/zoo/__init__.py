@@ -6,6 +6,10 @@ a frozen :class:`ModelConfig` (published sizes, checked on construction) turned 
 :class:`~graphs.OpGraph` of one forward pass by :func:`build`. :func:`param_count` is a closed
 form independent of the graph; the tests hold the two equal and both to the published counts.
 
+Models described by a Hugging Face ``config.json`` (``llama``, ``mistral``, ``qwen2``, ``gpt2``)
+map onto the same :class:`ModelConfig` and builder: :func:`read_hf_config`,
+:func:`from_hf_config`, :func:`is_hf_config` (see :mod:`graphs.zoo.hf`).
+
 Example:
     >>> from graphs import zoo
     >>> zoo.config("llama3-8b").kv_heads
@@ -32,24 +36,47 @@ from graphs.zoo.configs import (
     names,
 )
 from graphs.zoo.configs import config as _config
-from graphs.zoo.errors import ModelConfigError, UnknownModelError
+from graphs.zoo.errors import (
+    HFConfigError,
+    ModelConfigError,
+    UnknownModelError,
+    UnknownModelTypeError,
+    UnmodelledFieldsWarning,
+)
+from graphs.zoo.hf import (
+    HF_OVERRIDES,
+    HFModel,
+    from_hf_config,
+    hf_model_types,
+    is_hf_config,
+    read_hf_config,
+)
 from graphs.zoo.models import build_graph
 
 __all__ = [
+    "HF_OVERRIDES",
     "OVERRIDES",
     "Activation",
     "Family",
+    "HFConfigError",
+    "HFModel",
     "ModelConfig",
     "ModelConfigError",
     "Norm",
     "Position",
     "UnknownModelError",
+    "UnknownModelTypeError",
+    "UnmodelledFieldsWarning",
     "build",
     "build_config",
     "config",
+    "from_hf_config",
+    "hf_model_types",
+    "is_hf_config",
     "llama_ffn",
     "names",
     "param_count",
+    "read_hf_config",
 ]
 
 

@@ -34,11 +34,12 @@ class Emitter:
         return self.graph.param(name, shape, self.config.dtype)
 
     def linear(self, x: str, prefix: str, weight: str, shape: tuple[int, int],
-               out: str) -> str:
-        """``x[b,s,in] @ W[in,out]`` (+ bias when the model has biases)."""
+               out: str, *, bias: bool | None = None) -> str:
+        """``x[b,s,in] @ W[in,out]`` (+ bias ``b…`` when ``bias``, by default when the model
+        has biases on every linear layer)."""
         w = self.param(f"{prefix}.{weight}", shape)
         y = self.op("einsum", [x, w], f"{prefix}.{out}", equation="bsi,io->bso")
-        if not self.config.bias:
+        if not (self.config.bias if bias is None else bias):
             return y
         bias = self.param(f"{prefix}.b{weight[1:]}", (shape[1],))
         return self.op("add", [y, bias], f"{prefix}.{out}_bias")
@@ -58,15 +59,17 @@ class Emitter:
         return self.op("reshape", [x], name, shape=shape)
 
     def attention(self, x: str, prefix: str) -> str:
-        """Causal multi-head / grouped-query self-attention with output projection."""
+        """Causal multi-head / grouped-query self-attention with output projection; q, k and v
+        carry biases when every linear does or when only they do (``qkv_bias``, Qwen2)."""
         config, hidden = self.config, self.config.hidden
         q_width = config.heads * config.head_dim
         kv_width = config.kv_heads * config.head_dim
-        q = self.heads(self.linear(x, prefix, "wq", (hidden, q_width), "q"),
+        biased = config.bias or config.qkv_bias
+        q = self.heads(self.linear(x, prefix, "wq", (hidden, q_width), "q", bias=biased),
                        f"{prefix}.q_heads", config.heads)
-        k = self.heads(self.linear(x, prefix, "wk", (hidden, kv_width), "k"),
+        k = self.heads(self.linear(x, prefix, "wk", (hidden, kv_width), "k", bias=biased),
                        f"{prefix}.k_heads", config.kv_heads)
-        v = self.heads(self.linear(x, prefix, "wv", (hidden, kv_width), "v"),
+        v = self.heads(self.linear(x, prefix, "wv", (hidden, kv_width), "v", bias=biased),
                        f"{prefix}.v_heads", config.kv_heads)
         if config.position is Position.ROPE:
             q = self.op("rotary", [q, ROPE_COS, ROPE_SIN], f"{prefix}.q_rope")

@@ -1,11 +1,12 @@
 """Published model configurations and the rules that turn overrides into a valid config.
 
 Every zoo model is one frozen :class:`ModelConfig`. The published sizes (layers, hidden, heads,
-KV heads, FFN, vocab, context) come from the sources in ground-truth §5: karpathy/nanoGPT
-``from_pretrained`` for GPT-2, the Llama 2 release and meta-llama/llama-models ``sku_list.py``
-for Llama 3/3.1. Overrides are applied here, once, and checked in the constructor so an
-invalid model (heads not dividing hidden, seq beyond a learned-position table) cannot exist.
-The graph builders and the closed-form parameter count read only the config.
+KV heads, FFN, vocab, context) come from their public sources (docs/sources.md, "Model
+configurations"): karpathy/nanoGPT ``from_pretrained`` for GPT-2, the Llama 2 release and
+meta-llama/llama-models ``sku_list.py`` for Llama 3/3.1. Overrides are applied here, once, and
+checked in the constructor so an invalid model (heads not dividing hidden, seq beyond a
+learned-position table) cannot exist. The graph builders and the closed-form parameter count read
+only the config.
 
 Defaults that are ours, not published: batch 8; seq 1024 for GPT-2 (its context), 4096 for the
 Llama family (Llama 2's context; the usual Llama 3 pre-training length before long-context
@@ -83,7 +84,11 @@ class ModelConfig:
     """One model: architecture, published sizes and the shapes of one step (batch, seq).
 
     ``kv_heads < heads`` is grouped-query attention. ``vocab`` is None for the families without
-    embedding and head; ``context`` None means no limit on ``seq``. ``ffn_multiplier`` and
+    embedding and head; ``context`` None means no limit on ``seq``. ``bias`` puts a bias on
+    every linear layer (GPT-2); ``qkv_bias`` on the q, k and v projections only (Qwen2).
+    ``explicit_head_dim`` is a per-head width given outright (a Hugging Face ``head_dim``), so
+    ``heads · head_dim`` may differ from ``hidden``; None derives it as ``hidden // heads``.
+    ``ffn_multiplier`` and
     ``ffn_multiple_of`` record the Llama FFN rule so that overriding ``hidden`` alone
     re-derives ``ffn`` the way the reference code does (``ffn_multiplier`` 0 means "4·hidden",
     None means the Llama rule without a multiplier, as in Llama-2 7B/13B).
@@ -105,19 +110,22 @@ class ModelConfig:
     activation: Activation = Activation.GELU
     position: Position = Position.NONE
     bias: bool = False
+    qkv_bias: bool = False
     tied_embeddings: bool = False
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     ffn_multiplier: float | None = 0.0
     ffn_multiple_of: int = 1
+    explicit_head_dim: int | None = None
     source: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", _parse_dtype(self.name, self.dtype))
         for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "batch", "seq"):
             _check_positive(self.name, name, getattr(self, name))
-        if self.vocab is not None:
-            _check_positive(self.name, "vocab", self.vocab)
+        for name in ("vocab", "explicit_head_dim"):
+            if getattr(self, name) is not None:
+                _check_positive(self.name, name, getattr(self, name))
         _check_attention(self)
         if self.context is not None and self.seq > self.context:
             msg = (f"seq {self.seq} exceeds the model's context {self.context}; "
@@ -126,7 +134,10 @@ class ModelConfig:
 
     @property
     def head_dim(self) -> int:
-        """Per-head width; every zoo model uses hidden // heads."""
+        """Per-head width: ``explicit_head_dim`` when given, else hidden // heads (as every
+        zoo preset has it)."""
+        if self.explicit_head_dim is not None:
+            return self.explicit_head_dim
         return self.hidden // self.heads
 
     @property
@@ -157,7 +168,7 @@ def _check_positive(model: str, field: str, value: Any) -> None:
 
 
 def _check_attention(config: ModelConfig) -> None:
-    if config.hidden % config.heads:
+    if config.explicit_head_dim is None and config.hidden % config.heads:
         msg = (f"heads {config.heads} does not divide hidden {config.hidden}; "
                f"choose --heads dividing {config.hidden}")
         raise ModelConfigError(config.name, "heads", msg)
@@ -166,6 +177,9 @@ def _check_attention(config: ModelConfig) -> None:
                "grouped-query attention needs heads to be a multiple of kv_heads")
         raise ModelConfigError(config.name, "kv_heads", msg)
     if config.position is Position.ROPE and config.head_dim % 2:
+        if config.explicit_head_dim is not None:
+            msg = f"rotary embedding needs an even head dim, got {config.head_dim}"
+            raise ModelConfigError(config.name, "explicit_head_dim", msg)
         msg = (f"rotary embedding needs an even head dim, got hidden/heads = "
                f"{config.hidden}/{config.heads} = {config.head_dim}")
         raise ModelConfigError(config.name, "heads", msg)
@@ -187,9 +201,11 @@ def default_ffn(config: ModelConfig, hidden: int) -> int:
     return llama_ffn(hidden, config.ffn_multiplier, config.ffn_multiple_of)
 
 
-_GPT2_SOURCE = "karpathy/nanoGPT model.py from_pretrained config_args (ground-truth §5)"
-_LLAMA2_SOURCE = "Llama 2 release; FFN by the meta-llama FeedForward rule (ground-truth §5)"
-_LLAMA3_SOURCE = "meta-llama/llama-models models/sku_list.py @8c88b8c (ground-truth §5)"
+_GPT2_SOURCE = "karpathy/nanoGPT model.py from_pretrained config_args"
+_LLAMA2_SOURCE = ("Llama 2 release (Touvron et al. 2023, Table 1); FFN by the FeedForward rule "
+                  "of meta-llama/llama-models models/llama3/model.py")
+_LLAMA3_SOURCE = ("meta-llama/llama-models models/sku_list.py "
+                  "@8c88b8c0d75dbd136b6895220c4f56ccbe2f2d24")
 
 
 def _gpt2(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:

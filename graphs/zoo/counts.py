@@ -5,7 +5,8 @@ written independently, so tests that compare them catch a builder that forgets o
 a weight, and `autoshard models` can list a 405B model without building it.
 
 Per decoder layer with hidden h, q width a = heads·d, kv width k = kv_heads·d, FFN f:
-attention h·a + 2·h·k + a·h (+ a + 2k + h biases), FFN (3 if gated else 2)·h·f (+ f + h biases),
+attention h·a + 2·h·k + a·h (+ a + 2k biases on q, k, v when ``bias`` or ``qkv_bias``, + h on
+the output when ``bias``), FFN (3 if gated else 2)·h·f (+ f + h biases),
 two norms of h each (2h each with LayerNorm's bias). Around the layers: token table V·h,
 learned positions context·h, a final norm, and an untied head h·V.
 
@@ -38,8 +39,9 @@ def attention_params(config: ModelConfig) -> int:
     q_width = config.heads * config.head_dim
     kv_width = config.kv_heads * config.head_dim
     weights = 2 * config.hidden * q_width + 2 * config.hidden * kv_width
-    biases = q_width + 2 * kv_width + config.hidden if config.bias else 0
-    return weights + biases
+    qkv_biases = q_width + 2 * kv_width if config.bias or config.qkv_bias else 0
+    o_bias = config.hidden if config.bias else 0
+    return weights + qkv_biases + o_bias
 
 
 def ffn_params(config: ModelConfig) -> int:

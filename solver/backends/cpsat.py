@@ -1,4 +1,4 @@
-"""CP-SAT on the aggregated marginal formulation, tuned as ilp-backends.md recommends.
+"""CP-SAT on the aggregated marginal formulation, tuned as docs/solver-backends.md recommends.
 
 Costs become integers at a resolution chosen so the largest possible objective is about 2^40
 units; each active term then carries at most half a unit of rounding error, which is

@@ -5,7 +5,7 @@ columns of the cost matrix are grouped (``np.unique``) and one edge variable is 
 (row group, column group) pair of finite cost; the marginal equalities
 ``Σ_c e[r, c] = Σ_{p∈r} x_u[p]`` and ``Σ_r e[r, c] = Σ_{q∈c} x_v[q]`` tie them to the nodes.
 With integral x they force exactly the chosen pair to 1, so the model is exact, and its LP
-relaxation is the tight local polytope (ilp-backends.md: 2.2× fewer edge variables than the
+relaxation is the tight local polytope (docs/solver-backends.md: 2.2× fewer edge variables than the
 full product, 2× faster). A constant aggregated matrix needs no variable at all.
 """
 

@@ -2,7 +2,7 @@
 a sparse flow network where that is smaller, ``solver.backends.flow_arcs``).
 
 The model is written straight into a MathOpt ``ModelProto`` from NumPy arrays, skipping the
-term-by-term Python builder (2 s at 1,000 nodes in ilp-backends.md). HiGHS takes the DP plan
+term-by-term Python builder (2 s at 1,000 nodes in docs/solver-backends.md). HiGHS takes the DP plan
 as a solution hint and returns its incumbent when the time limit stops it.
 
 LP first: the local-polytope relaxation is integral on the planner's problems in practice
@@ -13,7 +13,7 @@ meets the LP bound it is a proven optimum and the MIP is skipped (always so when
 often also when a first-order method stops in the middle of a face of tied optima). Otherwise
 the MIP runs under the remaining time and keeps the LP bound as a floor.
 Only problems without memory rows go LP first: the planner adds rows only when the budget
-binds, and a binding knapsack row is what makes the LP fractional (ilp-backends.md: rounding
+binds, and a binding knapsack row is what makes the LP fractional (docs/solver-backends.md: rounding
 the LP was memory-infeasible at 100 and 1,000 nodes), so there the LP would be time lost.
 """
 

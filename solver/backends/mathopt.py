@@ -1,6 +1,6 @@
 """MathOpt plumbing shared by the HiGHS MIP and the simplex LP: the model written straight
 into a ``ModelProto`` from NumPy arrays (skipping the term-by-term Python builder: 2 s at 1,000
-nodes in ilp-backends.md), its parameters, the call, and the values read back."""
+nodes in docs/solver-backends.md), its parameters, the call, and the values read back."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ def test_zero_bytes_costs_zero(kind) -> None:
     assert collective_seconds(kind, 0.0, TWO_LEVEL) == 0.0
 
 
-# Bandwidth-only term per kind for n ranks (nccl-tests busbw factors, ground-truth §1.4).
+# Bandwidth-only term per kind for n ranks (nccl-tests doc/PERFORMANCE.md busbw factors).
 BANDWIDTH_FACTOR = {K.ALL_REDUCE: lambda n: 2 * (n - 1) / n, K.ALL_GATHER: lambda n: (n - 1) / n,
                     K.REDUCE_SCATTER: lambda n: (n - 1) / n, K.ALL_TO_ALL: lambda n: (n - 1) / n,
                     K.BROADCAST: lambda n: 2 * (n - 1) / n, K.REDUCE: lambda n: 2 * (n - 1) / n,

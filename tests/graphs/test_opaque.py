@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import autoshard
-from autoshard import planner_costs as pc
+from autoshard.planning.node_costs import op_strategies
 from graphs import GraphError
 from graphs.io import graph_from_dict
 
@@ -31,7 +31,7 @@ def test_only_strategy_is_all_replicate_on_every_mesh():
     graph = graph_from_dict(_graph(out_shapes=((8, 4), (16,)), out_dtypes=("f32", "bf16")))
     op = next(op for op in graph.topo_ops() if op.kind == "opaque")
     for mesh in ("x=8", "dp=2,tp=4", "a=2,b=2,c=2"):
-        strategies = pc.op_strategies(graph, op, autoshard.Mesh.parse(mesh), False)
+        strategies = op_strategies(graph, op, autoshard.Mesh.parse(mesh), False)
         assert len(strategies) == 1
         (only,) = strategies
         for sharding in (*only.inputs, *only.outputs):

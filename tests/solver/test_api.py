@@ -132,12 +132,3 @@ def test_dp_is_exact_on_a_long_chain_without_memory() -> None:
     sol = solve(p, backend="dp", reductions=False)
     assert sol.objective == pytest.approx(float(best.min()), rel=1e-12)
     assert sol.optimal
-
-
-@pytest.mark.parametrize("module", ["solver.api", "solver.problem"])
-def test_docstring_examples_run(module: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.failed == 0 and result.attempted > 0

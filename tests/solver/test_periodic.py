@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import solver.api as api
+import solver.periodic_search as periodic_search
 from solver import ChoiceProblem, solve
 from solver.backends import lp
 from solver.exact import exhaustive
@@ -214,19 +214,20 @@ def test_converged_pdlp_that_rounds_badly_is_closed_by_its_support_vertex(monkey
     and no second LP."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     calls = []
-    for module, name in ((api, "_polish"), (api, "periodic_lp"), (lp, "_solve_on_support")):
+    for module, name in ((periodic_search, "_polish"), (periodic_search, "periodic_lp"),
+                         (lp, "_solve_on_support")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k:
                             calls.append(_name) or _real(*a, **k))
     rounded = []
-    real_plan = api._periodic_plan
+    real_plan = periodic_search._periodic_plan
 
     def plan(problem, chain, agg, ends, lp_, relaxed, *rest):
         rounded.append(problem.evaluate(expand(chain, agg, lp_.lift(relaxed.x),
                                                problem.num_nodes)))
         return real_plan(problem, chain, agg, ends, lp_, relaxed, *rest)
 
-    monkeypatch.setattr(api, "_periodic_plan", plan)
+    monkeypatch.setattr(periodic_search, "_periodic_plan", plan)
     problem = chain_problem(11, layers=5, per_block=2, options=3, rest=2)
     _, best = exhaustive(problem)
     answer = solve(problem, gap=1e-6)

@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pytest
 
-import solver.api as api
+import solver.periodic_search as periodic_search
 from solver import ChoiceProblem, solve
 from solver.backends import lp
 from solver.exact import exhaustive
@@ -76,14 +76,14 @@ def test_every_polish_is_optimal_for_what_it_holds(seed, gap, monkeypatch) -> No
     """PDLP's x (fractional where it hesitates) feeds the first, small polish."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     calls = []
-    real = api._polish
+    real = periodic_search._polish
 
     def spy(problem, fixed, choices, clock, gap):
         answer = real(problem, fixed, choices, clock, gap)
         calls.append((problem, fixed.copy(), choices, answer))
         return answer
 
-    monkeypatch.setattr(api, "_polish", spy)
+    monkeypatch.setattr(periodic_search, "_polish", spy)
     problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
     _, best = exhaustive(problem)
     answer = solve(problem, gap=gap)
@@ -102,7 +102,7 @@ def test_the_small_polish_runs_first_and_says_so(monkeypatch) -> None:
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     ends: list[int] = []
     firsts: list[tuple[int, np.ndarray]] = []
-    real_aggregate, real_polish = api.aggregate, api._polish
+    real_aggregate, real_polish = periodic_search.aggregate, periodic_search._polish
 
     def on_aggregate(problem, chain, head, tail):
         ends.append(head)
@@ -113,8 +113,8 @@ def test_the_small_polish_runs_first_and_says_so(monkeypatch) -> None:
             firsts.append((len(ends), fixed.copy()))
         return real_polish(problem, fixed, choices, clock, gap)
 
-    monkeypatch.setattr(api, "aggregate", on_aggregate)
-    monkeypatch.setattr(api, "_polish", on_polish)
+    monkeypatch.setattr(periodic_search, "aggregate", on_aggregate)
+    monkeypatch.setattr(periodic_search, "_polish", on_polish)
     smaller, named = False, False
     for seed in range(40):
         problem = chain_problem(seed, layers=6, per_block=3, options=3, rest=2)

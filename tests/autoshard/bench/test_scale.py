@@ -7,10 +7,10 @@ import math
 import pandas as pd
 import pytest
 
-from autoshard import planner
 from autoshard.bench import scale
 from autoshard.bench.runner import BENCHMARKS
-from autoshard.layers import repeated_blocks
+from autoshard.planning import planner
+from autoshard.planning.layers import repeated_blocks
 
 
 def test_exponent_is_the_log_log_slope() -> None:

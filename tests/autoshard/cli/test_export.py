@@ -19,9 +19,9 @@ from autoshard.export import hlo_shardings_equal, shardy_to_hlo_sharding
 from autoshard.export.lowering import ReshardMismatchError, lower_plan_reshards
 from autoshard.export.plan_export import export_plan
 from autoshard.export.plan_view import PlanMismatchError, plan_links, plan_shardings
-from autoshard.links import MeshLinks
-from autoshard.mesh import Mesh
-from autoshard.plan_record import Plan
+from autoshard.planning.record import Plan
+from autoshard.sharding.links import MeshLinks
+from autoshard.sharding.mesh import Mesh
 from costmodel import get_preset
 
 MLP = ["--model", "mlp", "--layers", "2", "--hidden", "64", "--ffn", "256", "--batch", "16",

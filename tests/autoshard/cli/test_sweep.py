@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import autoshard.sweep_runner as runner_module
 from autoshard.cli import main
-from autoshard.plan_record import Plan
-from autoshard.sweep import PlanFiles, SweepSpec, sweep
-from autoshard.sweep_table import COLUMNS, TIMING_COLUMNS
+from autoshard.planning.record import Plan
+from autoshard.sweep import runner as runner_module
+from autoshard.sweep.study import PlanFiles, SweepSpec, sweep
+from autoshard.sweep.table import COLUMNS, TIMING_COLUMNS
 
 TINY_GPT = ("--model", "gpt2", "--layers", "1", "--hidden", "128", "--heads", "2", "--ffn",
             "512", "--batch", "4", "--seq", "64", "--devices", "2,4", "--axes", "1-2")
@@ -294,5 +294,5 @@ def test_workers_log_as_the_driver_does(tmp_path: Path) -> None:
                              *args], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines()
-             if line.startswith("INFO autoshard.sweep_runner: point ")]
+             if line.startswith("INFO autoshard.sweep.runner: point ")]
     assert len(lines) == 3 and all("no plan fits" in line for line in lines), result.stderr

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from autoshard.export import DTENSOR_IMPORTS, to_dtensor, to_dtensor_source
-from autoshard.mesh import Mesh
-from autoshard.placements import Partial, Replicate, Shard, StridedShard
-from autoshard.sharding import TensorSharding
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.placements import Partial, Replicate, Shard, StridedShard
+from autoshard.sharding.tensor_sharding import TensorSharding
 
 pytestmark = pytest.mark.torch
 

@@ -28,9 +28,9 @@ from autoshard.export import (
     to_jax_partition_spec,
     to_shardy,
 )
-from autoshard.mesh import Mesh
-from autoshard.placements import Partial, Replicate, Shard, StridedShard
-from autoshard.sharding import TensorSharding
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.placements import Partial, Replicate, Shard, StridedShard
+from autoshard.sharding.tensor_sharding import TensorSharding
 
 pytestmark = pytest.mark.jax
 

@@ -1,6 +1,7 @@
 """Explicit reshards lowered to Shardy collectives, against Shardy's own test answers
 (tests/data/known-answers.json) and against an independent interpreter of Shardy's collective
-semantics (spec §2.6), written here from the spec's table, not from the lowering code.
+semantics (Shardy docs/sdy_dialect.md and reshard_to_collectives.cc), written here from their
+definitions, not from the lowering code.
 
 ``sdy_reshard_to_collectives``: Shardy's ``CollectiveInserter`` is a fixed greedy order (slice,
 permute, all-to-all, gather); ``find_reshard`` is a cheapest path under our alpha-beta prices,
@@ -27,13 +28,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoshard.export.lowering import lower_reshard, sharding_text
-from autoshard.links import MeshLinks
-from autoshard.mesh import Mesh
-from autoshard.reshard import find_reshard
-from autoshard.reshard_convert import state_of
-from autoshard.reshard_search import Pricer
-from autoshard.reshard_state import moves_from
-from autoshard.sharding import TensorSharding
+from autoshard.reshard.convert import state_of
+from autoshard.reshard.find import find_reshard
+from autoshard.reshard.search import Pricer
+from autoshard.reshard.state import moves_from
+from autoshard.sharding.links import MeshLinks
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.tensor_sharding import TensorSharding
 from graphs import DType, TensorSpec
 from tests.support import KNOWN_ANSWERS
 from tests.support.alpha_beta import alpha_beta_preset
@@ -82,7 +83,7 @@ SUB_AXES = (
 )
 
 
-# ---- an interpreter of Shardy's collectives on per-dim axis lists (spec §2.6) -------------
+# ---- an interpreter of Shardy's collectives on per-dim axis lists (its op definitions) -----
 # An axis is (name, pre, size): a whole axis "x" of size n is (x, 1, n), a sub-axis
 # "x":(pre)size is itself. Before an op, axes are cut at every sub-axis boundary the op or its
 # declared result names; after it, neighbouring pieces of one axis merge back.
@@ -346,7 +347,7 @@ INSERT_TABLE = {
 def _dot_strategies(mesh: Mesh) -> set[tuple[str, ...]]:
     """Our einsum strategies of ``bsi,io->bso`` with the unit batch dim unsharded, written
     as the 2-D dot's Shardy texts."""
-    from autoshard.strategies import enumerate_strategies
+    from autoshard.strategies.derive import enumerate_strategies
 
     specs = [TensorSpec((1, 8, 32), DType.F32), TensorSpec((32, 16), DType.F32)]
     out = [TensorSpec((1, 8, 16), DType.F32)]

@@ -33,9 +33,9 @@ from autoshard.export import (
     to_hlo_sharding,
     to_shardy,
 )
-from autoshard.mesh import Mesh
-from autoshard.placements import Partial, Replicate, Shard, StridedShard
-from autoshard.sharding import TensorSharding
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.placements import Partial, Replicate, Shard, StridedShard
+from autoshard.sharding.tensor_sharding import TensorSharding
 from tests.support import KNOWN_ANSWERS
 
 

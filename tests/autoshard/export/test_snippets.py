@@ -34,12 +34,12 @@ from autoshard.export.lowering import lower_plan_reshards
 from autoshard.export.plan_export import export_plan
 from autoshard.export.plan_view import plan_links, plan_shardings
 from autoshard.export.snippets import PLACED_ROLES
-from autoshard.links import MeshLinks
-from autoshard.mesh import Mesh
-from autoshard.placements import Partial, Replicate, parse_placement
-from autoshard.plan_record import Plan
-from autoshard.reshard import find_reshard
-from autoshard.sharding import TensorSharding
+from autoshard.planning.record import Plan
+from autoshard.reshard.find import find_reshard
+from autoshard.sharding.links import MeshLinks
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.placements import Partial, Replicate, parse_placement
+from autoshard.sharding.tensor_sharding import TensorSharding
 from graphs import zoo
 from tests.support.alpha_beta import alpha_beta_preset
 

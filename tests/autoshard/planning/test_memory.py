@@ -97,7 +97,7 @@ def test_memory_limit_holds_on_every_step_and_updated_values_return_home() -> No
 
 
 def test_rows_drop_only_steps_that_can_never_bind() -> None:
-    from autoshard.memory_model import MemoryModel, Term
+    from autoshard.planning.memory import MemoryModel, Term
 
     small, big = np.array([1.0, 2.0]), np.array([5.0, 1.0])
     model = MemoryModel(terms=(Term(node=0, vector=small, start=0, stop=2, category="params",

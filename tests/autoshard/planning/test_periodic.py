@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 import autoshard
-from autoshard import planner
-from autoshard.layers import layer_of, repeated_blocks
+from autoshard.planning import planner
+from autoshard.planning.layers import layer_of, repeated_blocks
 from graphs import zoo
 
 CASES = [

@@ -3,7 +3,8 @@
 Oracles: the Shardy FileCheck answers in known-answers.json (our sequence must reach the same
 target and cost no more than Shardy's, priced with costmodel by this file), and an
 independent exhaustive enumeration of every sequence of up to three one-axis steps written
-here from the DTensor/Shardy step definitions (spec §1.6, §2.6).
+here from the DTensor/Shardy step definitions (DTensor _redistribute.py, Shardy
+reshard_to_collectives.cc).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import re
 import numpy as np
 import pytest
 
-from autoshard.links import MeshLinks
-from autoshard.mesh import Mesh
-from autoshard.placements import Partial, Replicate, Shard
-from autoshard.reshard import ReshardError, find_reshard, reshard_cost_matrix
-from autoshard.sharding import TensorSharding
+from autoshard.reshard.find import ReshardError, find_reshard, reshard_cost_matrix
+from autoshard.sharding.links import MeshLinks
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.placements import Partial, Replicate, Shard
+from autoshard.sharding.tensor_sharding import TensorSharding
 from costmodel import CollectiveKind, collective_seconds, get_preset
 from tests.support import KNOWN_ANSWERS
 from tests.support.alpha_beta import alpha_beta_preset
@@ -306,7 +307,7 @@ def test_search_never_loses_to_exhaustive_short_sequences(mesh_text: str, shape:
 
 
 def test_answer_does_not_depend_on_cache_history() -> None:
-    from autoshard.reshard import clear_caches
+    from autoshard.reshard.find import clear_caches
 
     mesh = make_mesh("x=2,y=2,z=2")
     links = MeshLinks.build(mesh, get_preset("dgx-h100"))

@@ -17,12 +17,12 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from autoshard.links import MeshLinks
-from autoshard.mesh import Mesh
-from autoshard.reshard import clear_caches, reshard_cost_matrix
-from autoshard.reshard_convert import to_sharding
-from autoshard.reshard_search import Pricer, divisibility_shape
-from autoshard.reshard_state import enumerate_states, is_divisible, moves_from
+from autoshard.reshard.convert import to_sharding
+from autoshard.reshard.find import clear_caches, reshard_cost_matrix
+from autoshard.reshard.search import Pricer, divisibility_shape
+from autoshard.reshard.state import enumerate_states, is_divisible, moves_from
+from autoshard.sharding.links import MeshLinks
+from autoshard.sharding.mesh import Mesh
 from costmodel import get_preset
 
 TOPOLOGY = get_preset("dgx-h100")

@@ -1,5 +1,5 @@
 """Mesh, placements, TensorSharding and the NumPy layout against DTensor's worked answers
-(spec-sharding-semantics.md §1.2–1.3, from torch's test_utils.py and class docstrings)."""
+(from torch's test/distributed/tensor/test_utils.py and the placement classes' docstrings)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from autoshard import Mesh, Partial, Replicate, Shard, StridedShard, TensorSharding
 from autoshard.errors import MeshError, NotDivisibleError, PlacementError
-from autoshard.layout import held_indices, shard_array, unshard_arrays
-from autoshard.placements import chunk_sizes, parse_placement
+from autoshard.sharding.layout import held_indices, shard_array, unshard_arrays
+from autoshard.sharding.placements import chunk_sizes, parse_placement
 
 
 def test_nested_uneven_shards_follow_torch_chunk() -> None:

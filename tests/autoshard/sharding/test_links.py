@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from autoshard.links import MeshLinks, MeshLinksError
-from autoshard.mesh import Mesh
+from autoshard.sharding.links import MeshLinks, MeshLinksError
+from autoshard.sharding.mesh import Mesh
 from costmodel import Link, Topology, TopologyLevel, get_preset
 
 TOPOLOGY = get_preset("dgx-h100")

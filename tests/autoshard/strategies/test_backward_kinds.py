@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from autoshard.mesh import Mesh
-from autoshard.strategies import enumerate_strategies
+from autoshard.sharding.mesh import Mesh
+from autoshard.strategies.derive import enumerate_strategies
 from graphs import DType, TensorSpec, get_op
 from tests.autoshard.strategies.test_proofs import _run
 from tests.graphs.ops.test_local_shards import _check_factor

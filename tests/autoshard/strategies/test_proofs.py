@@ -1,11 +1,11 @@
 """Every strategy of every op kind, executed: shard, run locally, reassemble, compare.
 
 The oracle is the unsharded NumPy reference plus DTensor's layout semantics
-(:mod:`autoshard.layout`, itself checked against DTensor's worked answers). Partial inputs are
-split into random shares, so a strategy that treats a Partial as complete fails. Hand-written
-rules (vocab-parallel embedding and loss) run through :func:`autoshard.hand_rules.run_local`,
-which makes their all-reduces explicit. Also: the DTensor ``mm`` strategy list, its 2-D
-expansion, and the ``_StridedShard`` a flatten produces.
+(:mod:`autoshard.sharding.layout`, itself checked against DTensor's worked answers). Partial inputs
+are split into random shares, so a strategy that treats a Partial as complete fails. Hand-written
+rules (vocab-parallel embedding and loss) run through
+:func:`autoshard.strategies.hand_rules.run_local`, which makes their all-reduces explicit. Also:
+the DTensor ``mm`` strategy list, its 2-D expansion, and the ``_StridedShard`` a flatten produces.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoshard import hand_rules
-from autoshard.layout import shard_array, unshard_arrays
-from autoshard.mesh import Mesh
-from autoshard.strategies import enumerate_strategies
+from autoshard.sharding.layout import shard_array, unshard_arrays
+from autoshard.sharding.mesh import Mesh
+from autoshard.strategies import hand_rules
+from autoshard.strategies.derive import enumerate_strategies
 from graphs import DType, GraphError, TensorSpec, get_op, local_attrs
 from tests.graphs.ops.test_local_shards import _IDS, CASES, Case, _arrays
 
@@ -135,8 +135,8 @@ def test_softmax_dim_is_never_sharded() -> None:
 
 @pytest.mark.parametrize(("b", "s", "n"), [(4, 6, 2), (3, 8, 4), (2, 4, 2)])
 def test_flatten_of_sharded_minor_dim_is_strided_shard(b: int, s: int, n: int) -> None:
-    """DTensor's view rule (spec §1.4, upstream test_view_ops): flattening (b, s) with s
-    sharded gives _StridedShard(0, split_factor=b); with b sharded it stays Shard(0)."""
+    """DTensor's view rule (DTensor _ops/_view_ops.py, upstream test_view_ops): flattening (b, s)
+    with s sharded gives _StridedShard(0, split_factor=b); with b sharded it stays Shard(0)."""
     ins, outs = (TensorSpec((b, s), F32),), (TensorSpec((b * s,), F32),)
     strategies = enumerate_strategies("reshape", ins, outs, {"shape": [b * s]},
                                       Mesh.parse(f"x={n}"), include_strided=True)

@@ -8,9 +8,9 @@ from pathlib import Path
 import distributed  # the dask extra: CI installs it, so this test never skips
 from click.testing import CliRunner
 
-from autoshard import sweep_runner
 from autoshard.cli import main
-from autoshard.sweep_table import TIMING_COLUMNS
+from autoshard.sweep import runner as sweep_runner
+from autoshard.sweep.table import TIMING_COLUMNS
 
 TINY_MLP = ("--model", "mlp", "--layers", "1", "--hidden", "256", "--ffn", "1024",
             "--batch", "8", "--seq", "16", "--devices", "2,4", "--axes", "1-2",
@@ -42,7 +42,7 @@ def test_dask_local_cluster_gives_the_local_rows(tmp_path: Path) -> None:
 
 
 def test_unreachable_scheduler_is_one_line(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("autoshard.sweep_runner.DASK_CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("autoshard.sweep.runner.DASK_CONNECT_TIMEOUT_S", 1.0)
     result = CliRunner().invoke(main, ["sweep", *TINY_MLP, "--out", str(tmp_path / "x"),
                                        "--executor", "dask", "--scheduler",
                                        "tcp://127.0.0.1:9"], catch_exceptions=False)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoshard.errors import UsageError
-from autoshard.sweep_points import (
+from autoshard.sweep.points import (
     Shape,
     SweepSpec,
     axis_names_for,
@@ -121,8 +121,8 @@ def test_point_ids_name_overrides_and_training_choices() -> None:
 def test_points_are_handed_out_by_graph_then_slowest_first() -> None:
     """Each graph's points stay together, in the order its first point came; within a
     graph more axes go first, then more devices, and equal keys keep their order."""
-    from autoshard.sweep_points import Point
-    from autoshard.sweep_runner import grouped
+    from autoshard.sweep.points import Point
+    from autoshard.sweep.runner import grouped
 
     small, large = (Shape(model=m, batch=1, seq=8, training=True) for m in ("gpt2", "llama3-8b"))
     meshes = [(("dp", 8),), (("dp", 2), ("tp", 4)), (("dp", 2), ("fsdp", 2), ("tp", 2)),

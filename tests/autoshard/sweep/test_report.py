@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from autoshard.sweep_report import best_per_devices, frame, write_plots
-from autoshard.sweep_summary import summary_markdown, why
-from autoshard.sweep_table import COLUMNS, RowAppender, read_rows, sort_key, write_sorted
+from autoshard.sweep.plots import best_per_devices, frame, write_plots
+from autoshard.sweep.summary import summary_markdown, why
+from autoshard.sweep.table import COLUMNS, RowAppender, read_rows, sort_key, write_sorted
 
 
 def row(mesh: str, devices: int, compute_ms: float, comm_ms: float, *, feasible: bool = True,

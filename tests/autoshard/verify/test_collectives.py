@@ -1,6 +1,6 @@
 """Executing a found reshard on NumPy shards gives exactly the target's shards.
 
-Oracle: ``autoshard.layout.shard_array`` (DTensor semantics, written independently of the
+Oracle: ``autoshard.sharding.layout.shard_array`` (DTensor semantics, written independently of the
 search and the executor). For every random pair of shardings on small meshes, the source
 shards of a random array are pushed through ``apply_reshard`` step by step, each step using
 only its collective; the result must equal ``shard_array(x, dst)`` exactly (or, for a Partial
@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoshard.collective_exec import apply_reshard
-from autoshard.layout import shard_array, unshard_arrays
-from autoshard.links import MeshLinks
-from autoshard.mesh import Mesh
-from autoshard.placements import Partial
-from autoshard.reshard import find_reshard
-from autoshard.reshard_convert import state_of, to_sharding
-from autoshard.reshard_state import enumerate_states
+from autoshard.reshard.convert import state_of, to_sharding
+from autoshard.reshard.find import find_reshard
+from autoshard.reshard.state import enumerate_states
+from autoshard.sharding.layout import shard_array, unshard_arrays
+from autoshard.sharding.links import MeshLinks
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.placements import Partial
+from autoshard.verify.collectives import apply_reshard
 from costmodel import get_preset
 
 MESHES = {

@@ -16,10 +16,10 @@ from dataclasses import replace
 import pytest
 
 import autoshard
-from autoshard.emulate import emulate
-from autoshard.plan_record import CollectiveRecord, Plan, ReshardRecord
-from autoshard.strategies import enumerate_strategies
-from autoshard.verify import planned_graph
+from autoshard.planning.record import CollectiveRecord, Plan, ReshardRecord
+from autoshard.strategies.derive import enumerate_strategies
+from autoshard.verify.emulator import emulate
+from autoshard.verify.verification import planned_graph
 from graphs import DType, zoo
 from tests.autoshard.verify.test_zoo import sharded_plan, small_overrides
 

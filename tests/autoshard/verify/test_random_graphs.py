@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import autoshard
-from autoshard.emulate import emulate
-from autoshard.emulate_values import id_bound, source_value
 from autoshard.errors import MemoryTooSmallError
+from autoshard.verify.emulator import emulate
+from autoshard.verify.reference import id_bound, source_value
 from graphs import DType, OpGraph, zoo
 
 F64 = DType.F64

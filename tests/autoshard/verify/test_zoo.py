@@ -2,8 +2,8 @@
 model; so do training steps (backward and optimizer, next-step reshards included).
 
 The truth is the unsharded NumPy run of the same graph on the same random inputs (inside
-:func:`autoshard.emulate.emulate`); the mutation tests (tests/test_emulate_mutations.py) show
-the same comparison fails on wrong plans. Plans are forced to shard by a memory limit below
+:func:`autoshard.verify.emulator.emulate`); the mutation tests (tests/test_emulate_mutations.py)
+show the same comparison fails on wrong plans. Plans are forced to shard by a memory limit below
 the unconstrained plan's peak, so they contain tensor/sequence parallelism and reshards, not
 only replication.
 """
@@ -15,10 +15,10 @@ import json
 import pytest
 
 import autoshard
-from autoshard.emulate import emulate
 from autoshard.errors import MemoryTooSmallError
-from autoshard.plan_record import Plan
-from autoshard.verify import verify
+from autoshard.planning.record import Plan
+from autoshard.verify.emulator import emulate
+from autoshard.verify.verification import verify
 from graphs import zoo
 
 SMALL = {"layers": 1, "batch": 4, "seq": 8, "dtype": "f32"}

@@ -195,10 +195,3 @@ def test_plans_on_dp2_tp4(kind: str) -> None:
         assert set(plan.tensors) == set(graph.tensors)
 
 
-@pytest.mark.parametrize("name", ["graphs.importers.jax_jaxpr", "graphs.importers.jax_names"])
-def test_doctests(name: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0

@@ -106,15 +106,6 @@ def test_values_equal_the_torch_forward(case) -> None:
     assert_close(values[out], want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["graphs.importers.torch_export", "graphs.importers.unmapped"])
-def test_doctests(name: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
-
-
 def test_gqa_and_causality_are_recognised() -> None:
     graph = from_torch(Attention().eval(), (torch.randn(2, 8, 32),))
     (attn,) = [op for op in graph.ops if op.kind == "attention"]

@@ -108,8 +108,7 @@ def test_plans_place_every_named_parameter(name: str, training: bool) -> None:
 def test_imported_layers_are_planned_once_and_proven_for_the_whole_model() -> None:
     """Module-path op names (``model.layers.3/add``) let the planner find the 6 identical
     layers; the periodic plan costs the same as the whole-graph optimum."""
-    from autoshard import planner
-
+    from autoshard.planning import planner
     with torch.device("meta"):
         model = _llama(layers=6)
     inputs = {"input_ids": _ids(1).to("meta"), "labels": _ids(2).to("meta"), "use_cache": False}

@@ -2,15 +2,13 @@
 formula, hand-counted layer structure, and the config rules of the reference code.
 
 Oracles: the published counts (nanoGPT/HF for GPT-2, the Llama model cards) and the per-layer
-FLOPs of Narayanan et al. 2021 (ground-truth §3.4) are not derived from the zoo's code; the
+FLOPs of Narayanan et al. 2021 (SC21, Eq. 2 and 3) are not derived from the zoo's code; the
 closed-form ``param_count`` and the graph's PARAM tensors are written independently and must
 agree exactly.
 """
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import json
 import math
 
@@ -287,13 +285,6 @@ def test_integer_dtype_is_refused() -> None:
         zoo.config("gpt2", dtype="int64")
 
 
-ZOO_MODULES = ["graphs.zoo", "graphs.zoo.configs", "graphs.zoo.counts"]
-
-
-@pytest.mark.parametrize("module", ZOO_MODULES, ids=ZOO_MODULES)
-def test_docstring_examples_run(module: str) -> None:
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
 
 
 @settings(max_examples=25, deadline=None)

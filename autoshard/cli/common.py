@@ -1,0 +1,96 @@
+"""What every ``autoshard`` subcommand shares: one-line errors with the right exit code, and
+the option groups that describe which graph a plan is of (zoo shape overrides, training step).
+
+Kept apart from ``autoshard.cli.app`` so the command modules (plan, export, verify, sweep) can use
+it without importing the group that registers them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import click
+
+from autoshard.errors import AutoshardError, InfeasibleError, UsageError, VerificationFailedError
+from costmodel import CostModelError
+from graphs import GraphError
+from solver import SolverError
+
+USAGE_EXIT, INFEASIBLE_EXIT = 2, 1
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def fail(message: str, code: int) -> None:
+    click.echo(f"autoshard: error: {message}", err=True)
+    sys.exit(code)
+
+
+def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn every known error into one stderr line and the right exit code: 1 when no plan
+    fits or a plan failed verification, 2 for everything the user can fix in the input."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (InfeasibleError, VerificationFailedError) as exc:
+            fail(str(exc), INFEASIBLE_EXIT)
+        except (AutoshardError, GraphError, CostModelError, SolverError) as exc:
+            fail(str(exc), USAGE_EXIT)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+        return None
+
+    return wrapper
+
+
+def _stack(*decorators: Decorator) -> Decorator:
+    def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+def shape_options(dtype_help: str | None = None) -> Decorator:
+    """``--batch --seq --layers --hidden --ffn --heads --dtype``: zoo model overrides."""
+    return _stack(
+        click.option("--batch", type=int, default=None),
+        click.option("--seq", type=int, default=None),
+        click.option("--layers", type=int, default=None),
+        click.option("--hidden", type=int, default=None),
+        click.option("--ffn", type=int, default=None),
+        click.option("--heads", type=int, default=None),
+        click.option("--dtype", default=None, help=dtype_help),
+    )
+
+
+def training_options(what: str) -> Decorator:
+    """``--training/--inference --optimizer --recompute``; ``what`` says what they describe."""
+    return _stack(
+        click.option("--training/--inference", default=False, show_default=True,
+                     help=f"{what} a training step (backward + optimizer) or inference."),
+        click.option("--optimizer", type=click.Choice(["adamw", "sgd"]), default="adamw",
+                     show_default=True,
+                     help="Optimizer of the training step (AdamW keeps fp32 master weights "
+                          "and moments for 16-bit parameters)."),
+        click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
+                     default="none", show_default=True,
+                     help="Activation recomputation of the training step (Korthikanti et al. "
+                          "2022)."),
+    )
+
+
+def parse_links(specs: tuple[str, ...]) -> dict[str, str]:
+    links: dict[str, str] = {}
+    for spec in specs:
+        axis, sep, value = spec.partition("=")
+        if not sep or not axis or not value:
+            raise UsageError(f'--link "{spec}" must look like AXIS=SPEC, e.g. tp=nvlink')
+        links[axis.strip()] = value.strip()
+    return links

@@ -1,0 +1,91 @@
+"""``autoshard export PLAN.json --format FMT``: a saved plan in the format a framework consumes.
+
+Reads the plan, rebuilds the links it was priced with (its topology, or ``--topology`` and
+``--link``), re-lowers every explicit reshard and refuses when the plan's priced collectives
+differ from the lowered ones. With ``--model`` (and the plan command's shape options) it also
+rebuilds the graph and refuses a plan whose fingerprint is not that graph's on that mesh.
+Prints to stdout, or writes ``--out FILE`` (never over an existing file without ``--force``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from autoshard.cli.common import friendly_errors, parse_links, shape_options, training_options
+from autoshard.errors import OutputExistsError, UsageError
+from autoshard.export.lowering import lower_plan_reshards
+from autoshard.export.plan_export import PlanFormat, export_plan
+from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
+from autoshard.planning.model_source import load_model
+from autoshard.planning.planner import training_step_graph
+from autoshard.planning.record import Plan
+from graphs import TensorRole
+
+SHAPE_OPTIONS = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
+
+
+@click.command("export")
+@click.argument("plan_path", metavar="PLAN.json", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice([f.value for f in PlanFormat]),
+              default="json", show_default=True,
+              help="hlo (V2 iota), hlo-v1 (device list), shardy, json (all of them), or "
+                   "dtensor / jax (a runnable script).")
+@click.option("--out", "out_file", type=click.Path(path_type=Path), default=None,
+              help="Write to this file instead of stdout.")
+@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
+@click.option("--model", default=None,
+              help="Check the plan against this zoo model or graph JSON (fingerprint).")
+@click.option("--topology", default=None,
+              help="The topology the plan was made with (default: the one it names).")
+@click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
+              help="A link override the plan was made with (repeatable).")
+@training_options("With --model: the plan is of")
+@shape_options()
+@friendly_errors
+def export_command(**options: Any) -> None:
+    """Export a plan's per-tensor shardings and lowered reshards in one format."""
+    _export(**options)
+
+
+def _export(**options: Any) -> None:
+    text = export_text(**options)
+    out_file = options["out_file"]
+    if out_file is None:
+        click.echo(text, nl=False)
+        return
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(text)
+    click.echo(f"wrote {out_file}", err=True)
+
+
+def export_text(*, plan_path: Path, fmt: str, out_file: Path | None, force: bool,
+                model: str | None, topology: str | None, link_specs: tuple[str, ...],
+                training: bool, optimizer: str, recompute: str, **shape: Any) -> str:
+    """Everything `export_command` does except writing; returns the exported text."""
+    if out_file is not None and out_file.exists() and not force:
+        raise OutputExistsError(str(out_file.parent), (out_file.name,))
+    plan = Plan.load(plan_path)
+    view = plan_shardings(plan)
+    topo, links = plan_links(plan, view.mesh, topology, parse_links(link_specs))
+    _check_model(plan, view.mesh, topo, links, model, training, optimizer, recompute, shape)
+    reshards = lower_plan_reshards(plan, view, links, float(topo.device.hbm_bw_bytes_per_s))
+    return export_plan(plan, view, reshards, fmt)
+
+
+def _check_model(plan: Any, mesh: Any, topo: Any, links: Any, model: str | None,
+                 training: bool, optimizer: str, recompute: str, shape: dict[str, Any]) -> None:
+
+    given = sorted(k for k in SHAPE_OPTIONS if shape.get(k) is not None)
+    if model is None:
+        if given or training:
+            names = ", ".join(f"--{k}" for k in [*given, *(["training"] if training else [])])
+            raise UsageError(f"{names} describe the model to check the plan against; "
+                             "pass --model too")
+        return
+    graph = load_model(model, {k: shape.get(k) for k in SHAPE_OPTIONS})
+    if training and not any(t.role is TensorRole.GRAD for t in graph.tensors.values()):
+        graph = training_step_graph(graph, optimizer, recompute)
+    check_fingerprint(plan, graph, mesh, topo, links)

@@ -1,0 +1,120 @@
+"""``autoshard plan``: turn command-line options into a graph, a mesh and a Plan on disk."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from autoshard.cli.common import friendly_errors, parse_links, shape_options, training_options
+from autoshard.errors import OutputExistsError, UsageError, VerificationFailedError
+from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
+from autoshard.planning.planner import plan
+from autoshard.planning.record import Plan
+from autoshard.planning.summary import summary_text
+from autoshard.sharding.mesh import Mesh
+from autoshard.verify.verification import verify_and_attach
+from costmodel import parse_bytes
+from solver import OPTIMALITY_GAP
+
+OUTPUT_FILES = ("plan.json", "costs.csv", "reshards.csv")
+
+
+def check_out_dir(out_dir: Path | None, force: bool) -> None:
+    if out_dir is None or force:
+        return
+    existing = [name for name in OUTPUT_FILES if (out_dir / name).exists()]
+    if existing:
+        raise OutputExistsError(str(out_dir), tuple(existing))
+
+
+def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str, ...],
+             memory: str | None, training: bool, out_dir: Path | None, force: bool,
+             time_limit: float | None, quiet: bool, as_json: bool, allow_uneven: bool = False,
+             optimizer: str = "adamw", recompute: str = "none", reserve: str = "0",
+             verify: bool = False, gap: float | None = None, **overrides: Any) -> None:
+    if not training and (optimizer != "adamw" or recompute != "none"):
+        raise UsageError("--optimizer and --recompute apply to --training plans only")
+    check_out_dir(out_dir, force)
+    requested_gap = OPTIMALITY_GAP if gap is None else gap
+    mesh = Mesh.parse(mesh_text)
+    graph = load_model(model, {k: overrides.get(k) for k in SHAPE_OVERRIDES})
+    limit = float(parse_bytes(memory)) if memory is not None else None
+    result = plan(graph, mesh, topology=topology, links=parse_links(link_specs),
+                  memory_limit=limit, time_limit=time_limit, model_name=model,
+                  allow_uneven=allow_uneven, training=training, optimizer=optimizer,
+                  recompute=recompute, reserve=float(parse_bytes(reserve)),
+                  progress=sys.stderr.isatty() and not quiet, gap=requested_gap)
+    if verify:
+        result = verify_and_attach(result, graph)
+    written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
+    if not result.objective.optimal:
+        gap = result.objective.gap
+        where = (f"at a gap of {gap:.4%}" if math.isfinite(gap)
+                 else "before proving any lower bound")
+        restricted = [n for n in result.notes if n.startswith("search restricted:")]
+        if restricted and result.objective.status != "time_limit":
+            click.echo(f"autoshard: warning: {restricted[0]}; the plan is within "
+                       f"{gap:.4%} of the best possible, not proven optimal", err=True)
+        elif result.objective.status == "feasible" and gap <= requested_gap:
+            click.echo(f"autoshard: warning: the solver stopped at a gap of {gap:.4%}, within "
+                       f"--gap {requested_gap:g}; the plan is not proven optimal", err=True)
+        else:
+            click.echo(f"autoshard: warning: the solver stopped {where} "
+                       f"({result.objective.status}); the plan is the best found, not proven "
+                       "optimal; raise --time-limit to close the gap", err=True)
+    if not quiet:
+        click.echo(_json_summary(result, written) if as_json else summary_text(result, written))
+        sys.stdout.flush()
+    record = result.verification
+    if record is not None and not record["passed"]:
+        raise VerificationFailedError(dict(record))
+
+
+def _json_summary(result: Plan, written: list[str]) -> str:
+    import json
+
+    data = result.to_dict()
+    summary = {key: data[key] for key in ("model", "mesh", "topology", "objective", "memory",
+                                          "fingerprint")}
+    summary["files"] = written
+    summary["collectives"] = len(result.collectives())
+    return json.dumps(summary, indent=1, sort_keys=True)
+
+
+@click.command("plan")
+@click.option("--model", default="gpt2", show_default=True,
+              help="A zoo model name (see `autoshard models`) or a graph JSON file.")
+@click.option("--mesh", "mesh_text", default="dp=2,tp=4", show_default=True,
+              help="Mesh axes major first, e.g. dp=8,tp=8.")
+@click.option("--topology", default="dgx-h100", show_default=True,
+              help="A hardware preset name or a TOML topology file.")
+@click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
+              help="Override one axis's link: tp=nvlink or dp=alpha:5us,bw:25GB/s (repeatable).")
+@click.option("--memory", default=None, help="Memory per device, e.g. 80GiB (default: the HBM).")
+@training_options("Plan")
+@click.option("--reserve", default="0", show_default=True,
+              help="Memory per device kept free (CUDA context, fragmentation), e.g. 2GiB.")
+@shape_options(dtype_help="Parameter/activation dtype (default bf16).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Write plan.json, costs.csv and reshards.csv into this directory.")
+@click.option("--force", is_flag=True, help="Overwrite files already in --out.")
+@click.option("--time-limit", type=float, default=None, help="Solver time limit in seconds.")
+@click.option("--gap", type=float, default=None,
+              help="Relative gap to the proven lower bound at which the solver may stop, e.g. "
+                   "1e-3 for 0.1 % (default 1e-6: prove the plan optimal).")
+@click.option("--allow-uneven", is_flag=True,
+              help="Also shard dims that do not divide (torch.chunk sizes; the largest shard "
+                   "is costed). Such layouts are never resharded.")
+@click.option("--verify", is_flag=True,
+              help="Run the plan on an emulated mesh (NumPy, dims scaled down) and compare with "
+                   "the unsharded model; the verdict goes into plan.json; exit 1 on a mismatch.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@friendly_errors
+def plan_command(**options: Any) -> None:
+    """Plan a model on a mesh (no arguments: gpt2 on dp=2,tp=4 of dgx-h100)."""
+    run_plan(**options)

@@ -1,0 +1,117 @@
+"""``autoshard sweep``: command-line options → a :class:`~autoshard.sweep.study.SweepSpec` → files.
+
+The command only parses and reports; :func:`autoshard.sweep.study.sweep` does the work, so Python
+users get the same study without the CLI.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from autoshard.cli.common import friendly_errors
+from autoshard.errors import UsageError
+from autoshard.sweep.points import DEFAULT_LINKS, SweepSpec, parse_axes, parse_int_list
+from autoshard.sweep.runner import SWEEP_GAP, RunSettings
+from autoshard.sweep.study import ExecutorKind, PlanFiles, canonical_command, sweep
+from costmodel import parse_bytes
+
+MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
+
+
+@click.command("sweep")
+@click.option("--model", required=True,
+              help="A zoo model name (see `autoshard models`) or a graph JSON file.")
+@click.option("--devices", "devices_text", required=True,
+              help="Device counts, comma-separated, e.g. 8,16,64.")
+@click.option("--axes", "axes_text", default="1-3", show_default=True,
+              help="Mesh axes per mesh: a count or a range within 1-3.")
+@click.option("--axis-names", default="dp,fsdp,tp", show_default=True,
+              help="Axis names; a k-axis mesh takes the first name and the last k-1 names.")
+@click.option("--topology", "topologies", multiple=True,
+              help="Hardware preset or TOML file (repeatable; default dgx-h100).")
+@click.option("--link", "links", multiple=True, metavar="AXIS=SPEC[;AXIS=SPEC]",
+              help='One link variant per option (repeatable), e.g. "dp=alpha:4us,bw:25GB/s"; '
+                   '"default" is the topology\'s own links. Overrides apply to meshes that '
+                   "have the axis.")
+@click.option("--batch", "batch_text", default=None, help="Batch sizes, e.g. 8,16.")
+@click.option("--seq", "seq_text", default=None, help="Sequence lengths, e.g. 1024,2048.")
+@click.option("--training/--inference", default=False, show_default=True)
+@click.option("--optimizer", type=click.Choice(["adamw", "sgd"]), default="adamw",
+              show_default=True)
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
+              show_default=True)
+@click.option("--layers", type=int, default=None)
+@click.option("--hidden", type=int, default=None)
+@click.option("--ffn", type=int, default=None)
+@click.option("--heads", type=int, default=None)
+@click.option("--dtype", default=None)
+@click.option("--memory", default=None, help="Memory per device, e.g. 80GiB (default: HBM).")
+@click.option("--reserve", default="0", show_default=True, help="Memory kept free per device.")
+@click.option("--time-limit", type=float, default=None, help="Solver seconds per point.")
+@click.option("--gap", type=float, default=SWEEP_GAP, show_default=True,
+              help="Relative gap to a proven lower bound at which each point may stop "
+                   "(1e-6 proves every point optimal, at several times the cost on 3-axis "
+                   "meshes).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True)
+@click.option("-j", "--jobs", type=int, default=1, show_default=True,
+              help="Worker processes (local executor).")
+@click.option("--resume", is_flag=True, help="Keep the rows in DIR/sweep.csv; run the rest.")
+@click.option("--force", is_flag=True, help="Start over although DIR/sweep.csv exists.")
+@click.option("--executor", type=click.Choice([e.value for e in ExecutorKind]),
+              default="local", show_default=True)
+@click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://host:8786.")
+@click.option("--plans", type=click.Choice([p.value for p in PlanFiles]), default="all",
+              show_default=True, help="Which points keep DIR/points/<id>/plan.json.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr (default: when stderr is a terminal).")
+@friendly_errors
+def sweep_command(**options: Any) -> None:
+    """Plan a model on every mesh shape of some device counts; write sweep.csv and plots."""
+    spec, settings = spec_from_options(options)
+    plans = PlanFiles(options["plans"])
+    out_dir: Path = options["out_dir"]
+    progress = options["progress"]
+    result = sweep(spec, out_dir, settings=settings, jobs=options["jobs"],
+                   resume=options["resume"], force=options["force"],
+                   executor=ExecutorKind(options["executor"]), scheduler=options["scheduler"],
+                   progress=sys.stderr.isatty() if progress is None else progress,
+                   plans=plans, command=canonical_command(spec, settings, out_dir, plans))
+    feasible = sum(row["feasible"] == "True" for row in result.rows)
+    click.echo(f"{len(result.rows)} points ({result.computed} computed, {result.skipped} "
+               f"already done), {feasible} feasible")
+    for path in result.files:
+        click.echo(f"wrote {path}")
+
+
+def spec_from_options(options: dict[str, Any]) -> tuple[SweepSpec, RunSettings]:
+    """Parse the raw option values; every mistake is one UsageError naming the option."""
+    min_axes, max_axes = parse_axes(options["axes_text"])
+    names = tuple(n.strip() for n in options["axis_names"].split(",") if n.strip())
+    if len(set(names)) != len(names):
+        raise UsageError(f'--axis-names "{options["axis_names"]}" repeats a name')
+    if not options["training"] and (options["optimizer"] != "adamw"
+                                    or options["recompute"] != "none"):
+        raise UsageError("--optimizer and --recompute apply to --training sweeps only")
+    overrides = tuple((k, options[k]) for k in MODEL_OVERRIDES if options[k] is not None)
+    spec = SweepSpec(
+        model=options["model"], devices=parse_int_list(options["devices_text"], "--devices"),
+        min_axes=min_axes, max_axes=max_axes, axis_names=names,
+        topologies=tuple(options["topologies"]) or ("dgx-h100",),
+        links=tuple(dict.fromkeys(options["links"])) or (DEFAULT_LINKS,),
+        batches=_optional_list(options["batch_text"], "--batch"),
+        seqs=_optional_list(options["seq_text"], "--seq"),
+        training=options["training"], optimizer=options["optimizer"],
+        recompute=options["recompute"], overrides=overrides)
+    memory = options["memory"]
+    settings = RunSettings(memory_limit=float(parse_bytes(memory)) if memory else None,
+                           reserve=float(parse_bytes(options["reserve"])),
+                           time_limit=options["time_limit"], gap=options["gap"])
+    return spec, settings
+
+
+def _optional_list(text: str | None, option: str) -> tuple[int | None, ...]:
+    return (None,) if text is None else parse_int_list(text, option)

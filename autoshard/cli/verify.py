@@ -1,0 +1,109 @@
+"""``autoshard verify PLAN.json --model M``: prove a saved plan by running it on an emulated mesh.
+
+Rebuilds the graph from ``--model`` and the plan command's shape options and refuses a plan
+whose fingerprint is not that graph's on the plan's mesh and links (a plan is verified
+against the model it was made for). Checks that every reshard's priced collectives are the
+path the reshard search finds with those links (as ``export`` does), emulates the plan
+scaled down (:mod:`autoshard.verify.verification`) and prints the verdict, the max abs/rel error
+and the scaled dims. ``--write`` stores them in the plan file under ``verification`` (the only
+change it makes to the file). A failed verification exits with status 1 and one stderr line naming
+the first divergent op or reshard; bad input exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from autoshard.cli.common import friendly_errors, parse_links, shape_options
+from autoshard.export.lowering import ReshardMismatchError, lower_plan_reshards
+from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
+from autoshard.planning.model_source import load_model
+from autoshard.planning.record import Plan
+from autoshard.verify.verification import planned_graph, verify
+
+SHAPE_OPTIONS = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
+FAILED_EXIT = 1
+
+
+@click.command("verify")
+@click.argument("plan_path", metavar="PLAN.json", type=click.Path(path_type=Path))
+@click.option("--model", required=True,
+              help="The zoo model name or graph JSON file the plan was made for.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--full-size", is_flag=True,
+              help="Emulate at the model's own sizes instead of a scaled-down copy (slow).")
+@click.option("--write", is_flag=True,
+              help="Store the verdict in PLAN.json under \"verification\" (in place).")
+@click.option("--topology", default=None,
+              help="The topology the plan was made with (default: the one it names).")
+@click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
+              help="A link override the plan was made with (repeatable).")
+@shape_options()
+@click.option("--json", "as_json", is_flag=True, help="Print the verification record as JSON.")
+@friendly_errors
+def verify_command(**options: Any) -> None:
+    """Run a plan on an emulated mesh and compare with the unsharded model."""
+    run_verify(**options)
+
+
+def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write: bool,
+               topology: str | None, link_specs: tuple[str, ...], as_json: bool,
+               **shape: Any) -> None:
+    """Everything ``autoshard verify`` does; exits 1 when the plan fails."""
+    plan = Plan.load(plan_path)
+    graph = load_model(model, {k: shape.get(k) for k in SHAPE_OPTIONS})
+    full = planned_graph(plan, graph)  # a training plan's step: read off the plan
+    mesh = plan_shardings(plan).mesh
+    topo, links = plan_links(plan, mesh, topology, parse_links(link_specs))
+    check_fingerprint(plan, full, mesh, topo, links)
+    _check_paths(plan, links, float(topo.device.hbm_bw_bytes_per_s))
+    result = verify(plan, graph, seed=seed, scale=not full_size)
+    record = result.to_record()
+    if write:
+        _write(plan_path, record)
+    _report(result, record, as_json, write, plan_path)
+    if not result.passed:
+        sys.exit(FAILED_EXIT)
+
+
+def _check_paths(plan: Any, links: Any, hbm_bw: float) -> None:
+    """Every reshard's priced list must be the path the reshard search finds with the plan's
+    own links (what `autoshard export` emits); the emulation then runs that list."""
+    try:
+        lower_plan_reshards(plan, plan_shardings(plan), links, hbm_bw)
+    except ReshardMismatchError as exc:
+        click.echo("verdict     FAILED")
+        click.echo(f"autoshard: verification failed at {exc}", err=True)
+        sys.exit(FAILED_EXIT)
+
+
+def _write(plan_path: Path, record: dict[str, Any]) -> None:
+    """Set ``verification`` in the plan file, leaving every other byte of it as it was read
+    back (the file is the user's; only this key changes)."""
+    import json
+
+    data = json.loads(plan_path.read_text())
+    data["verification"] = record
+    plan_path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def _report(result: Any, record: dict[str, Any], as_json: bool, write: bool,
+            plan_path: Path) -> None:
+    import json
+
+    if as_json:
+        click.echo(json.dumps(record, indent=1, sort_keys=True))
+    else:
+        dims = ", ".join(f"{k} {a}->{b}" for k, (a, b) in result.scaled_dims.items())
+        click.echo(f"verdict     {'PASSED' if result.passed else 'FAILED'}")
+        click.echo(f"max error   abs {result.max_abs_err:.3g}, rel {result.max_rel_err:.3g}")
+        click.echo(f"scaled dims {dims or 'none (run at the planned sizes)'}")
+        click.echo(f"emulation   {result.message} ({result.seconds:.2f} s)")
+        if write:
+            click.echo(f"wrote       verification into {plan_path}")
+    if not result.passed:
+        click.echo(f"autoshard: verification failed at {result.result.divergence}", err=True)

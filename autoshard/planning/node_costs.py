@@ -1,0 +1,138 @@
+"""What each strategy of one op costs on its own: local compute, intra-op collectives, memory.
+
+Everything here is cached by the op's *structure* (kind, operand specs, attrs): a 32-layer
+model enumerates and prices one layer's worth of distinct ops, and the other 31 layers reuse
+the same read-only NumPy arrays.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autoshard.planning.output_fix import output_fixups
+from autoshard.planning.record import CollectiveRecord
+from autoshard.sharding.links import MeshLinks
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.tensor_sharding import TensorSharding
+from autoshard.strategies.derive import Strategy, enumerate_strategies
+from costmodel import CollectiveKind, Topology, collective_seconds, compute_seconds
+from graphs import Op, OpGraph, TensorRole, TensorSpec, get_op
+
+SOURCE_KINDS = ("input", "param", "state")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeTerms:
+    """Per-option numbers of one op: total cost = compute + comm (intra-op collectives) +
+    fixup (reducing a Partial graph output, reported as a reshard), memory, FLOPs."""
+
+    cost: np.ndarray
+    compute: np.ndarray
+    comm: np.ndarray
+    fixup: np.ndarray
+    memory: np.ndarray
+    working: np.ndarray
+    flops: np.ndarray
+    in_bytes: tuple[np.ndarray, ...]
+    out_bytes: tuple[np.ndarray, ...]
+
+
+def attrs_key(attrs: Any) -> str:
+    return json.dumps(_plain(attrs), sort_keys=True)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def structure_key(graph: OpGraph, op: Op) -> tuple[Any, ...]:
+    ins, outs = graph.specs(op)
+    roles = tuple(graph.tensors[t].role is TensorRole.OUTPUT for t in op.outputs)
+    return (op.kind, ins, outs, attrs_key(op.attrs), roles)
+
+
+def op_strategies(graph: OpGraph, op: Op, mesh: Mesh, allow_uneven: bool
+                  ) -> tuple[Strategy, ...]:
+    ins, outs = graph.specs(op)
+    return enumerate_strategies(op.kind, ins, outs, op.attrs, mesh, allow_uneven=allow_uneven)
+
+
+def local_specs(specs: tuple[TensorSpec, ...], shardings: tuple[TensorSharding, ...]
+                ) -> tuple[TensorSpec, ...]:
+    return tuple(TensorSpec(tuple(s.local_shape(t.shape, even=False)), t.dtype)
+                 for t, s in zip(specs, shardings, strict=True))
+
+
+_NODE_CACHE: dict[tuple[Any, ...], NodeTerms] = {}
+
+
+def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: Mesh,
+               topology: Topology, links: MeshLinks) -> NodeTerms:
+    """Price every strategy of ``op``: local roofline compute, intra-op and output collectives."""
+    # strategies are a function of the structure and the mesh, and their labels name them
+    # (hashing the Strategy objects themselves cost ~10 % of a gpt2 plan)
+    key = (structure_key(graph, op), repr(mesh), tuple(s.label for s in strategies),
+           repr(topology), links.describe_key())
+    cached = _NODE_CACHE.get(key)
+    if cached is not None:
+        return cached
+    ins, outs = graph.specs(op)
+    opdef = get_op(op.kind)
+    dtype = _compute_dtype(ins, outs)
+    count = len(strategies)
+    compute, comm, fixup = np.zeros(count), np.zeros(count), np.zeros(count)
+    memory, working, flops = np.zeros(count), np.zeros(count), np.zeros(count)
+    in_bytes = tuple(np.zeros(count) for _ in ins)
+    out_bytes = tuple(np.zeros(count) for _ in outs)
+    for k, strat in enumerate(strategies):
+        local_in, local_out = local_specs(ins, strat.inputs), local_specs(outs, strat.outputs)
+        for vec, spec in zip((*in_bytes, *out_bytes), (*local_in, *local_out), strict=True):
+            vec[k] = spec.nbytes
+        if op.kind not in SOURCE_KINDS:
+            flops[k] = opdef.flops(local_in, local_out, op.attrs)
+            compute[k] = compute_seconds(flops[k], opdef.bytes_moved(local_in, local_out,
+                                                                     op.attrs),
+                                         dtype, topology.device)
+        comm[k] = sum(c.seconds for c in intra_op_collectives(strat, links))
+        fixup[k] = sum(r.seconds for r in output_fixups(graph, op, strat, links,
+                                                          topology.device.hbm_bw_bytes_per_s))
+        if op.kind in SOURCE_KINDS:
+            memory[k] = sum(t.nbytes for t in local_out)
+        else:
+            working[k] = sum(t.nbytes for t in (*local_in, *local_out))
+    terms = NodeTerms(cost=compute + comm + fixup, compute=compute, comm=comm, fixup=fixup,
+                      memory=memory, working=working, flops=flops, in_bytes=in_bytes,
+                      out_bytes=out_bytes)
+    for array in (terms.cost, terms.compute, terms.comm, terms.fixup, terms.memory,
+                  terms.working, terms.flops, *in_bytes, *out_bytes):
+        array.setflags(write=False)  # shared by every op of this structure, never copied
+    _NODE_CACHE[key] = terms
+    return terms
+
+
+def _compute_dtype(ins: tuple[TensorSpec, ...], outs: tuple[TensorSpec, ...]) -> str:
+    for spec in (*ins, *outs):
+        if spec.dtype.is_float:
+            return spec.dtype.value
+    return "f32"
+
+
+def intra_op_collectives(strat: Strategy, links: MeshLinks) -> tuple[CollectiveRecord, ...]:
+    """Collectives a hand-written rule performs inside the op (e.g. vocab-parallel loss)."""
+    records = []
+    for item in getattr(strat, "intra_op", ()):
+        kind, axes, nbytes = item.kind, tuple(item.axes), float(item.bytes)
+        group = links.group(axes)
+        seconds = float(collective_seconds(CollectiveKind(kind), nbytes, group))
+        size = int(np.prod([n for n, _ in group])) if group else 1
+        records.append(CollectiveRecord(kind=kind, axes=axes, group_size=size, bytes=nbytes,
+                                        seconds=seconds))
+    return tuple(records)

@@ -1,0 +1,263 @@
+"""The Plan: what the planner decided, in a form that outlives the process.
+
+A plan is a frozen value: per tensor its placements, per op its strategy and costs, every
+explicit reshard with the collectives that implement it, and the solver's certificate.
+It round-trips through ``plan.json`` (format ``autoshard.plan/v1``, see docs/architecture.md) and
+renders as pandas DataFrames / CSV. The costs add up by construction: the sum of the per-op
+rows and the per-collective rows equals ``objective.total_s``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from autoshard.errors import PlanFileError
+
+PLAN_FORMAT = "autoshard.plan/v1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectiveRecord:
+    """One priced and emitted collective of a reshard."""
+
+    kind: str
+    axes: tuple[str, ...]
+    group_size: int
+    bytes: float
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReshardRecord:
+    """A producer→consumer sharding conflict made explicit, with its collectives in order."""
+
+    tensor: str
+    producer: str
+    consumer: str
+    src: tuple[str, ...]
+    dst: tuple[str, ...]
+    collectives: tuple[CollectiveRecord, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(c.seconds for c in self.collectives)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TensorRecord:
+    shape: tuple[int, ...]
+    dtype: str
+    role: str
+    placements: tuple[str, ...]
+    partition_spec: tuple[Any, ...] | None
+    sdy: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpRecord:
+    kind: str
+    strategy: str
+    compute_s: float
+    comm_s: float
+    flops: float
+    memory_bytes: float
+    local_inputs: tuple[tuple[int, ...], ...]
+    local_outputs: tuple[tuple[int, ...], ...]
+    intra_op: tuple[CollectiveRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Objective:
+    total_s: float
+    compute_s: float
+    comm_s: float
+    lower_bound_s: float
+    optimal: bool
+    gap: float
+    status: str
+    solve_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """The result of :func:`autoshard.plan`; see the module docstring."""
+
+    model: str
+    mesh: tuple[tuple[str, int], ...]
+    topology: str
+    links: tuple[Mapping[str, Any], ...]
+    objective: Objective
+    peak_bytes_per_device: float
+    limit_bytes: float | None
+    memory_breakdown: Mapping[str, float]
+    tensors: Mapping[str, TensorRecord]
+    ops: Mapping[str, OpRecord]
+    reshards: tuple[ReshardRecord, ...]
+    fingerprint: str
+    notes: tuple[str, ...] = ()
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    verification: Mapping[str, Any] | None = None
+
+    # ---- reports -------------------------------------------------------------------------
+    def costs(self) -> pd.DataFrame:
+        """One row per op: strategy, local shapes, FLOPs, compute and intra-op comm seconds."""
+        rows = [{
+            "op": name, "kind": rec.kind, "strategy": rec.strategy,
+            "local_inputs": " ".join("x".join(map(str, s)) or "scalar" for s in rec.local_inputs),
+            "local_outputs": " ".join("x".join(map(str, s)) or "scalar"
+                                      for s in rec.local_outputs),
+            "flops": rec.flops, "compute_s": rec.compute_s, "comm_s": rec.comm_s,
+            "memory_bytes": rec.memory_bytes,
+        } for name, rec in self.ops.items()]
+        return pd.DataFrame(rows, columns=_COST_COLUMNS)
+
+    def collectives(self) -> pd.DataFrame:
+        """One row per collective of every explicit reshard, in plan order."""
+        rows = [{
+            "tensor": r.tensor, "producer": r.producer, "consumer": r.consumer,
+            "src": " ".join(r.src), "dst": " ".join(r.dst), "collective": c.kind,
+            "mesh_axes": ",".join(c.axes), "group_size": c.group_size, "bytes": c.bytes,
+            "seconds": c.seconds,
+        } for r in self.reshards for c in r.collectives]
+        return pd.DataFrame(rows, columns=_RESHARD_COLUMNS)
+
+    # ---- serialization -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        obj = asdict(self.objective)
+        return {
+            "format": PLAN_FORMAT,
+            "model": self.model,
+            "fingerprint": self.fingerprint,
+            "mesh": {"axes": [{"name": n, "size": s} for n, s in self.mesh]},
+            "topology": {"name": self.topology, "links": [dict(x) for x in self.links]},
+            "objective": obj,
+            "memory": {"peak_bytes_per_device": self.peak_bytes_per_device,
+                       "limit_bytes": self.limit_bytes,
+                       "breakdown": dict(self.memory_breakdown)},
+            "tensors": {n: _tensor_dict(t) for n, t in self.tensors.items()},
+            "ops": {n: _op_dict(o) for n, o in self.ops.items()},
+            "reshards": [_reshard_dict(r) for r in self.reshards],
+            "notes": list(self.notes),
+            "stats": dict(self.stats),
+            **({"verification": dict(self.verification)} if self.verification else {}),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1) + "\n"
+
+    def save(self, out_dir: Path) -> list[Path]:
+        """Write plan.json, costs.csv and reshards.csv into ``out_dir``; return the paths."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = [out_dir / "plan.json", out_dir / "costs.csv", out_dir / "reshards.csv"]
+        paths[0].write_text(self.to_json())
+        self.costs().to_csv(paths[1], index=False, float_format="%.9g")
+        self.collectives().to_csv(paths[2], index=False, float_format="%.9g")
+        return paths
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "plan") -> Plan:
+        if data.get("format") != PLAN_FORMAT:
+            raise PlanFileError(source, f'format is {data.get("format")!r}, '
+                                        f'expected "{PLAN_FORMAT}"')
+        try:
+            return _plan_from_dict(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PlanFileError(source, f"missing or malformed field {exc}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> Plan:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise PlanFileError(str(path), "no such file") from None
+        except json.JSONDecodeError as exc:
+            raise PlanFileError(str(path), f"not JSON ({exc.msg} at line {exc.lineno})") from None
+        return cls.from_dict(data, str(path))
+
+
+_COST_COLUMNS = ["op", "kind", "strategy", "local_inputs", "local_outputs", "flops",
+                 "compute_s", "comm_s", "memory_bytes"]
+_RESHARD_COLUMNS = ["tensor", "producer", "consumer", "src", "dst", "collective", "mesh_axes",
+                    "group_size", "bytes", "seconds"]
+
+
+def _tensor_dict(t: TensorRecord) -> dict[str, Any]:
+    return {"shape": list(t.shape), "dtype": t.dtype, "role": t.role,
+            "placements": list(t.placements),
+            "partition_spec": _jsonable(t.partition_spec), "sdy": t.sdy}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _tupled(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tupled(v) for v in value)
+    return value
+
+
+def _collective_dict(c: CollectiveRecord) -> dict[str, Any]:
+    return {"kind": c.kind, "axes": list(c.axes), "group_size": c.group_size,
+            "bytes": c.bytes, "seconds": c.seconds}
+
+
+def _op_dict(o: OpRecord) -> dict[str, Any]:
+    return {"kind": o.kind, "strategy": o.strategy, "compute_s": o.compute_s,
+            "comm_s": o.comm_s, "flops": o.flops, "memory_bytes": o.memory_bytes,
+            "local_inputs": [list(s) for s in o.local_inputs],
+            "local_outputs": [list(s) for s in o.local_outputs],
+            "intra_op": [_collective_dict(c) for c in o.intra_op]}
+
+
+def _reshard_dict(r: ReshardRecord) -> dict[str, Any]:
+    return {"tensor": r.tensor, "producer": r.producer, "consumer": r.consumer,
+            "src": list(r.src), "dst": list(r.dst),
+            "collectives": [_collective_dict(c) for c in r.collectives]}
+
+
+def _collective(d: Mapping[str, Any]) -> CollectiveRecord:
+    return CollectiveRecord(kind=d["kind"], axes=tuple(d["axes"]), group_size=int(d["group_size"]),
+                            bytes=float(d["bytes"]), seconds=float(d["seconds"]))
+
+
+def _plan_from_dict(d: Mapping[str, Any]) -> Plan:
+    mem = d["memory"]
+    return Plan(
+        model=d["model"],
+        mesh=tuple((a["name"], int(a["size"])) for a in d["mesh"]["axes"]),
+        topology=d["topology"]["name"],
+        links=tuple(d["topology"]["links"]),
+        objective=Objective(**d["objective"]),
+        peak_bytes_per_device=mem["peak_bytes_per_device"],
+        limit_bytes=mem["limit_bytes"],
+        memory_breakdown=dict(mem.get("breakdown", {})),
+        tensors={n: TensorRecord(shape=tuple(t["shape"]), dtype=t["dtype"], role=t["role"],
+                                 placements=tuple(t["placements"]),
+                                 partition_spec=_tupled(t["partition_spec"]), sdy=t["sdy"])
+                 for n, t in d["tensors"].items()},
+        ops={n: OpRecord(kind=o["kind"], strategy=o["strategy"], compute_s=o["compute_s"],
+                         comm_s=o["comm_s"], flops=o["flops"], memory_bytes=o["memory_bytes"],
+                         local_inputs=tuple(tuple(s) for s in o["local_inputs"]),
+                         local_outputs=tuple(tuple(s) for s in o["local_outputs"]),
+                         intra_op=tuple(_collective(c) for c in o.get("intra_op", ())))
+             for n, o in d["ops"].items()},
+        reshards=tuple(ReshardRecord(tensor=r["tensor"], producer=r["producer"],
+                                     consumer=r["consumer"], src=tuple(r["src"]),
+                                     dst=tuple(r["dst"]),
+                                     collectives=tuple(_collective(c) for c in r["collectives"]))
+                       for r in d["reshards"]),
+        fingerprint=d["fingerprint"],
+        notes=tuple(d.get("notes", ())),
+        stats=dict(d.get("stats", {})),
+        verification=d.get("verification"),
+    )

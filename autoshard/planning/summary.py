@@ -1,0 +1,99 @@
+"""The human summary printed by ``autoshard plan``: what a planner user reads first.
+
+Model, mesh and links; the objective split into compute and communication; memory per device
+against the limit; whether the plan is proven optimal; the costliest collectives; and each
+parameter's placement, grouped across layers when the layers agree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from autoshard.planning.record import Plan
+from costmodel import format_bytes
+
+_LAYER = re.compile(r"(?<=\.)\d+(?=\.)")
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.3f} us"
+
+
+def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
+    lines = [f"model      {plan.model}",
+             "mesh       " + ", ".join(f"{n}={s}" for n, s in plan.mesh)
+             + f"  on {plan.topology}"]
+    for link in plan.links:
+        lines.append("  " + "  ".join(f"{k}={v}" for k, v in link.items()))
+    obj = plan.objective
+    share = obj.comm_s / obj.total_s if obj.total_s else 0.0
+    lines.append(f"step time  {format_seconds(obj.total_s)}  (compute "
+                 f"{format_seconds(obj.compute_s)}, communication {format_seconds(obj.comm_s)}, "
+                 f"{share:.1%} comm)")
+    proof = "proven optimal" if obj.optimal else f"gap {obj.gap:.4%} to the lower bound"
+    lines.append(f"solver     {obj.status}, {proof}; lower bound "
+                 f"{format_seconds(obj.lower_bound_s)}; solve {format_seconds(obj.solve_s)}")
+    limit = format_bytes(plan.limit_bytes) if plan.limit_bytes else "none"
+    lines.append(f"memory     {format_bytes(plan.peak_bytes_per_device)} per device "
+                 f"(limit {limit})" + _breakdown(plan.memory_breakdown))
+    if plan.verification is not None:
+        verdict = "passed" if plan.verification.get("passed") else "FAILED"
+        lines.append(f"verified   {verdict}: {plan.verification.get('message', '')}")
+    lines.extend(_top_collectives(plan))
+    lines.extend(_param_placements(plan))
+    if outputs:
+        lines.append("wrote      " + ", ".join(outputs))
+    return "\n".join(lines)
+
+
+BREAKDOWN_ORDER = ("params", "grads", "optimizer", "activations", "inputs", "reserve")
+
+
+def _breakdown(breakdown: Any) -> str:
+    """Categories at the peak step in a fixed order; the saved-for-backward total (which may
+    be partly freed by the peak) after them."""
+    if not breakdown:
+        return ""
+    parts = [f"{k} {format_bytes(breakdown[k])}" for k in BREAKDOWN_ORDER
+             if breakdown.get(k)]
+    parts += [f"{k} {format_bytes(v)}" for k, v in breakdown.items()
+              if k not in BREAKDOWN_ORDER and k != "activations_saved" and v]
+    text = ": " + ", ".join(parts) if parts else ""
+    if breakdown.get("activations_saved"):
+        text += f"\n           saved for backward {format_bytes(breakdown['activations_saved'])}"
+    return text
+
+
+def _top_collectives(plan: Plan, count: int = 10) -> list[str]:
+    frame = plan.collectives()
+    if frame.empty:
+        return ["collectives none"]
+    top = frame.sort_values(["seconds", "tensor"], ascending=[False, True], kind="stable")
+    lines = [f"top {min(count, len(top))} collectives of {len(frame)}:"]
+    for row in top.head(count).itertuples():
+        lines.append(f"  {format_seconds(row.seconds):>11}  {row.collective:<15} "
+                     f"over {row.mesh_axes:<8} {format_bytes(row.bytes):>10}  {row.tensor} "
+                     f"({row.src} -> {row.dst})")
+    return lines
+
+
+def _param_placements(plan: Plan) -> list[str]:
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = defaultdict(list)
+    for name, rec in plan.tensors.items():
+        if rec.role == "param":
+            pattern = _LAYER.sub("*", name)
+            groups[(pattern, rec.placements)].append(name)
+    if not groups:
+        return []
+    lines = ["parameters:"]
+    for (pattern, placements), names in groups.items():
+        label = pattern if len(names) > 1 else names[0]
+        count = f" ({len(names)} layers)" if len(names) > 1 else ""
+        lines.append(f"  {label:<40} {' '.join(placements)}{count}")
+    return lines

@@ -1,0 +1,166 @@
+"""Plots of a sweep: step time, memory and best throughput, byte-stable PNGs.
+
+The same ``sweep.csv`` always gives the same bytes: matplotlib's Agg backend, fixed figure
+sizes and DPI, no date or software version in the PNG metadata, and a caption holding the
+command (not the machine or the time). One subplot per *study*: the points sharing model,
+mode, batch, seq, topology and links, so that bars side by side differ only by the mesh.
+matplotlib is imported inside the functions that draw.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from autoshard.sweep.table import COLUMNS
+
+STUDY_KEYS = ("model", "mode", "batch", "seq", "topology", "links")
+NUMERIC = ("devices", "axes", "batch", "seq", "total_s", "compute_s", "comm_s", "comm_share",
+           "tokens_per_s", "peak_bytes_per_device", "limit_bytes", "gap", "top_collective_s",
+           "solve_s", "wall_s")
+GIB = 2.0**30
+_PNG_METADATA = {"Software": None}
+
+
+def frame(rows: Sequence[dict[str, str]]) -> pd.DataFrame:
+    """Rows as read from ``sweep.csv`` (strings) → typed columns, in file order."""
+    table = pd.DataFrame(list(rows), columns=list(COLUMNS))
+    for column in NUMERIC:
+        table[column] = pd.to_numeric(table[column].replace("", None), errors="coerce")
+    for column in ("feasible", "optimal", "training"):
+        table[column] = table[column] == "True"
+    table["batch"] = table["batch"].astype("Int64")
+    table["seq"] = table["seq"].astype("Int64")
+    return table
+
+
+def studies(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(label, rows) per study, in order of first appearance."""
+    keys = table[list(STUDY_KEYS)].astype(str).agg("|".join, axis=1)
+    return [(_label(table[keys == key].iloc[0]), table[keys == key])
+            for key in dict.fromkeys(keys)]
+
+
+def _label(row: pd.Series) -> str:
+    text = f"{row['model']} {'training' if row['mode'] == 'train' else 'inference'}"
+    if not pd.isna(row["batch"]):
+        text += f", batch {row['batch']}, seq {row['seq']}"
+    text += f", {row['topology']}"
+    if row["links"] != "default":
+        text += f", links {row['links']}"
+    return text
+
+
+def _bar_labels(rows: pd.DataFrame) -> list[str]:
+    return [f"{int(d)}: {m}" + ("" if ok else " (infeasible)")
+            for d, m, ok in zip(rows["devices"], rows["mesh"], rows["feasible"], strict=True)]
+
+
+def _figure(count: int, width: float, height: float) -> tuple[Any, list[Any]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(count, 1, figsize=(width, height * count), squeeze=False)
+    return fig, [row[0] for row in axes]
+
+
+def _save(fig: Any, path: Path, caption: str) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.text(0.01, 0.005, "\n".join(textwrap.wrap(caption, 180)), fontsize=6, color="gray",
+             va="bottom")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=100, metadata=_PNG_METADATA)
+    plt.close(fig)
+    return path
+
+
+def _width(table: pd.DataFrame) -> float:
+    largest = max(len(rows) for _, rows in studies(table))
+    return min(24.0, max(8.0, 0.35 * largest + 3))
+
+
+def plot_step_time(table: pd.DataFrame, path: Path, caption: str) -> Path:
+    """Stacked compute + communication milliseconds per mesh, one subplot per study."""
+    groups = studies(table)
+    fig, axes = _figure(len(groups), _width(table), 3.6)
+    for ax, (label, rows) in zip(axes, groups, strict=True):
+        positions = range(len(rows))
+        compute = rows["compute_s"].fillna(0.0) * 1e3
+        comm = rows["comm_s"].fillna(0.0) * 1e3
+        ax.bar(positions, compute, color="#4c72b0", label="compute")
+        ax.bar(positions, comm, bottom=compute, color="#dd8452", label="communication")
+        ax.set_xticks(list(positions), _bar_labels(rows), rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("step time (ms)")
+        ax.set_title(label, fontsize=9)
+        ax.legend(fontsize=7, loc="upper right")
+    return _save(fig, path, caption)
+
+
+def plot_memory(table: pd.DataFrame, path: Path, caption: str) -> Path:
+    """Peak memory per device per mesh against the limit (infeasible: the smallest peak)."""
+    groups = studies(table)
+    fig, axes = _figure(len(groups), _width(table), 3.6)
+    for ax, (label, rows) in zip(axes, groups, strict=True):
+        peak = rows["peak_bytes_per_device"].fillna(0.0) / GIB
+        colors = ["#55a868" if ok else "#c44e52" for ok in rows["feasible"]]
+        bars = ax.bar(range(len(rows)), peak, color=colors)
+        ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
+        for limit in sorted(rows["limit_bytes"].dropna().unique()):
+            ax.axhline(limit / GIB, color="black", linestyle="--", linewidth=1)
+            ax.annotate(f"limit {limit / GIB:.1f} GiB", (0, limit / GIB), fontsize=7,
+                        xytext=(2, 2), textcoords="offset points")
+        ax.set_xticks(list(range(len(rows))), _bar_labels(rows), rotation=60, ha="right",
+                      fontsize=7)
+        ax.set_ylabel("peak GiB per device")
+        ax.set_title(label, fontsize=9)
+    return _save(fig, path, caption)
+
+
+def best_per_devices(rows: pd.DataFrame) -> pd.DataFrame:
+    """The fastest feasible point per device count (ties: fewer axes, then file order)."""
+    feasible = rows[rows["feasible"]]
+    if feasible.empty:
+        return feasible
+    ranked = feasible.assign(_order=range(len(feasible))).sort_values(
+        ["devices", "total_s", "axes", "_order"], kind="mergesort")
+    return ranked.groupby("devices", sort=True).head(1).drop(columns="_order")
+
+
+def plot_throughput(table: pd.DataFrame, path: Path, caption: str) -> Path:
+    """Best throughput per device count, one line per study, each point named by its mesh."""
+    tokens = table["tokens_per_s"].notna().any()
+    fig, (ax,) = _figure(1, 8.0, 4.5)
+    for label, rows in studies(table):
+        best = best_per_devices(rows)
+        if best.empty:
+            continue
+        values = best["tokens_per_s"] if tokens else 1.0 / best["total_s"]
+        ax.plot(best["devices"], values, marker="o", label=label)
+        for x, y, mesh in zip(best["devices"], values, best["mesh"], strict=True):
+            ax.annotate(mesh, (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    devices = sorted(int(d) for d in table["devices"].dropna().unique())
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(devices, [str(d) for d in devices])
+    ax.set_xlabel("devices")
+    ax.set_ylabel("tokens per second" if tokens else "steps per second")
+    ax.set_title("Best mesh per device count")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    return _save(fig, path, caption)
+
+
+def write_plots(table: pd.DataFrame, out_dir: Path, caption: str) -> list[Path]:
+    """``step_time.png``, ``memory.png`` and ``throughput.png`` under ``out_dir``."""
+    if table.empty:
+        return []
+    return [plot_step_time(table, out_dir / "step_time.png", caption),
+            plot_memory(table, out_dir / "memory.png", caption),
+            plot_throughput(table, out_dir / "throughput.png", caption)]

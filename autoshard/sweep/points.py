@@ -1,0 +1,236 @@
+"""The points of a sweep: which meshes, topologies, links and shapes one study covers.
+
+A sweep is the cross product of (model shape) × (topology) × (link variant) × (mesh), where the
+meshes are every *ordered* factorization of each device count into 1 to 3 axes of size ≥ 2.
+Order matters because axes are laid out major to minor and the minor axes fill a node first
+(see :mod:`autoshard.sharding.links`): ``dp=2,tp=4`` and ``dp=4,tp=2`` put different traffic on
+NVLink. Enumeration is pure and deterministic, so a point's id names the same point in every run
+and a resumed sweep can tell which points it already has.
+
+Worked example, 8 devices, 1 to 3 axes::
+
+    axes  meshes
+    1     dp=8
+    2     dp=2,tp=4   dp=4,tp=2
+    3     dp=2,fsdp=2,tp=2
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autoshard.errors import UsageError
+from autoshard.sharding.mesh import Mesh
+
+MAX_AXES = 3
+DEFAULT_AXIS_NAMES = ("dp", "fsdp", "tp")
+DEFAULT_LINKS = "default"
+_SLUG = re.compile(r"[^A-Za-z0-9.]+")
+
+
+def factorizations(devices: int, min_axes: int = 1, max_axes: int = MAX_AXES
+                   ) -> tuple[tuple[int, ...], ...]:
+    """Every ordered tuple of sizes ≥ 2 whose product is ``devices``, with ``min_axes`` to
+    ``max_axes`` entries; fewer axes first, then lexicographic.
+
+    Example:
+        >>> factorizations(8)
+        ((8,), (2, 4), (4, 2), (2, 2, 2))
+        >>> len(factorizations(64))
+        16
+    """
+    found: list[tuple[int, ...]] = []
+    for count in range(min_axes, max_axes + 1):
+        found.extend(_ordered(devices, count))
+    return tuple(found)
+
+
+def _ordered(devices: int, count: int) -> list[tuple[int, ...]]:
+    if count == 1:
+        return [(devices,)] if devices >= 2 else []
+    return [(first, *rest) for first in range(2, devices + 1) if devices % first == 0
+            for rest in _ordered(devices // first, count - 1)]
+
+
+def axis_names_for(count: int, names: tuple[str, ...] = DEFAULT_AXIS_NAMES) -> tuple[str, ...]:
+    """Names of a ``count``-axis mesh: the outermost axis takes the first name and the inner
+    axes the last ``count - 1`` names, so ``dp,fsdp,tp`` gives ``dp``, ``dp,tp``,
+    ``dp,fsdp,tp`` (data parallel across nodes, tensor parallel inside one).
+
+    Example:
+        >>> axis_names_for(2), axis_names_for(2, ("x", "y", "z"))
+        (('dp', 'tp'), ('x', 'z'))
+    """
+    if count > len(names):
+        raise UsageError(f"a {count}-axis mesh needs {count} names but --axis-names gives "
+                         f"{len(names)} ({','.join(names)}); add names or lower --axes")
+    return names[:1] + (names[len(names) - count + 1:] if count > 1 else ())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shape:
+    """Everything that decides the graph: built once per worker and reused across meshes."""
+
+    model: str
+    batch: int | None
+    seq: int | None
+    training: bool
+    optimizer: str = "adamw"
+    recompute: str = "none"
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def mode(self) -> str:
+        return "train" if self.training else "infer"
+
+    @property
+    def slug(self) -> str:
+        """Model, overrides and training choices, e.g. ``llama3-8b.layers8`` + ``train-sgd``."""
+        model = Path(self.model).stem if self.model.endswith(".json") else self.model
+        name = ".".join([_slug(model), *(_slug(f"{k}{v}") for k, v in self.overrides)])
+        mode = self.mode
+        if self.training and (self.optimizer, self.recompute) != ("adamw", "none"):
+            mode += f"-{self.optimizer}-{self.recompute}"
+        return f"{name}_{mode}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Point:
+    """One plan of the sweep: a graph shape on a mesh of a topology with link overrides."""
+
+    shape: Shape
+    mesh: tuple[tuple[str, int], ...]
+    topology: str
+    links: str = DEFAULT_LINKS
+
+    @property
+    def devices(self) -> int:
+        return Mesh(axes=self.mesh).size
+
+    @property
+    def mesh_text(self) -> str:
+        return str(Mesh(axes=self.mesh))
+
+    @property
+    def point_id(self) -> str:
+        """A readable directory name, e.g. ``gpt2_infer_b8_s1024_dgx-h100_default_dp2.tp4``."""
+        shape = self.shape
+        parts = [shape.slug, f"b{_text(shape.batch)}", f"s{_text(shape.seq)}",
+                 _slug(Path(self.topology).stem), _slug(self.links, limit=40),
+                 ".".join(f"{name}{size}" for name, size in self.mesh)]
+        return "_".join(parts)
+
+    def link_overrides(self) -> dict[str, str]:
+        """The variant's overrides that name an axis of this mesh (others do not apply)."""
+        names = {name for name, _ in self.mesh}
+        return {axis: spec for axis, spec in parse_link_variant(self.links).items()
+                if axis in names}
+
+
+def _text(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _slug(text: str, limit: int = 60) -> str:
+    slug = _SLUG.sub("-", text).strip("-") or "x"
+    if len(slug) > limit:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+        slug = f"{slug[:limit - 9]}-{digest}"
+    return slug
+
+
+def parse_link_variant(text: str) -> dict[str, str]:
+    """``"dp=ib;tp=alpha:5us,bw:450GB/s"`` → per-axis specs; ``default`` is no override."""
+    if text == DEFAULT_LINKS:
+        return {}
+    links: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(";") if p.strip()):
+        axis, sep, spec = part.partition("=")
+        if not sep or not axis.strip() or not spec.strip():
+            raise UsageError(f'--link "{text}" must look like AXIS=SPEC (several joined with '
+                             '";"), e.g. dp=alpha:4us,bw:25GB/s, or "default"')
+        links[axis.strip()] = spec.strip()
+    return links
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepSpec:
+    """What a sweep covers; :func:`enumerate_points` expands it into points."""
+
+    model: str
+    devices: tuple[int, ...]
+    min_axes: int = 1
+    max_axes: int = MAX_AXES
+    axis_names: tuple[str, ...] = DEFAULT_AXIS_NAMES
+    topologies: tuple[str, ...] = ("dgx-h100",)
+    links: tuple[str, ...] = (DEFAULT_LINKS,)
+    batches: tuple[int | None, ...] = (None,)
+    seqs: tuple[int | None, ...] = (None,)
+    training: bool = False
+    optimizer: str = "adamw"
+    recompute: str = "none"
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.devices or any(d < 2 for d in self.devices):
+            raise UsageError(f"--devices must list device counts of at least 2, got "
+                             f"{','.join(map(str, self.devices)) or 'nothing'}")
+        if not 1 <= self.min_axes <= self.max_axes <= MAX_AXES:
+            raise UsageError(f"--axes must be a range within 1-{MAX_AXES}, got "
+                             f"{self.min_axes}-{self.max_axes}")
+        for name in self.links:
+            parse_link_variant(name)
+        axis_names_for(self.max_axes, self.axis_names)
+        empty = [d for d in self.devices if not factorizations(d, self.min_axes, self.max_axes)]
+        if empty:
+            raise UsageError(f"{empty[0]} devices have no mesh of {self.min_axes}-"
+                             f"{self.max_axes} axes of size at least 2; change --devices or "
+                             "--axes")
+
+
+def enumerate_points(spec: SweepSpec) -> tuple[Point, ...]:
+    """Every point of ``spec`` in a stable order: shape, topology, links, devices, mesh."""
+    points: list[Point] = []
+    for batch in spec.batches:
+        for seq in spec.seqs:
+            shape = Shape(model=spec.model, batch=batch, seq=seq, training=spec.training,
+                          optimizer=spec.optimizer, recompute=spec.recompute,
+                          overrides=spec.overrides)
+            for topology in spec.topologies:
+                for links in spec.links:
+                    points.extend(_meshes(spec, shape, topology, links))
+    return tuple(points)
+
+
+def _meshes(spec: SweepSpec, shape: Shape, topology: str, links: str) -> list[Point]:
+    return [Point(shape=shape, topology=topology, links=links,
+                  mesh=tuple(zip(axis_names_for(len(sizes), spec.axis_names), sizes,
+                                 strict=True)))
+            for devices in spec.devices
+            for sizes in factorizations(devices, spec.min_axes, spec.max_axes)]
+
+
+def parse_int_list(text: str, option: str) -> tuple[int, ...]:
+    """``"8,16,64"`` → ``(8, 16, 64)``; anything else names the option and the bad part."""
+    values = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part.isdigit() or int(part) < 1:
+            raise UsageError(f'{option} "{text}": "{part}" is not a positive integer; give a '
+                             f"comma-separated list such as 8,16,64")
+        values.append(int(part))
+    return tuple(dict.fromkeys(values))
+
+
+def parse_axes(text: str) -> tuple[int, int]:
+    """``"2"`` → ``(2, 2)``; ``"1-3"`` → ``(1, 3)``."""
+    low, _, high = text.partition("-")
+    if not low.strip().isdigit() or (high and not high.strip().isdigit()):
+        raise UsageError(f'--axes "{text}" must be a count or a range such as 1-3')
+    first, last = int(low), int(high or low)
+    if not 1 <= first <= last <= MAX_AXES:
+        raise UsageError(f'--axes "{text}" must lie within 1-{MAX_AXES}')
+    return first, last

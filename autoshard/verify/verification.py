@@ -1,0 +1,311 @@
+"""Verify a plan in seconds: emulate it on a scaled-down copy of its graph.
+
+Why: emulating Llama-3 8B at its real sizes would need the whole model in memory once per
+device. Sharding correctness depends on the graph's structure and on which factors divide by
+which mesh axes, not on how large the dims are. So the plan is run on a copy of its graph with
+the same ops and mesh but small dims, and the copy is accepted only when it runs *the same
+plan*: every op's chosen strategy exists on it (found again by its label), and every operand
+of every chosen strategy is evenly sharded on the copy exactly when it is on the planned graph
+(:func:`same_program`). The reshards between them are then the same collective lists
+(the emulator replays the priced list and fails if it does not turn source into target).
+
+Sizes are picked by a rule that keeps divisibility for every mesh-axis product, per model
+dimension of size ``n`` on a mesh of ``M`` devices: let ``g = gcd(n, M)``; the new size is
+``g·k`` for the smallest ``k`` with ``gcd(k, M/g) = 1`` (``k ≥ 2`` unless ``n = g`` when local
+sizes must stay above 1). Then every product of mesh axes (a divisor of ``M``) divides the new
+size exactly when it divided ``n``. Worked example, ``M = 8``::
+
+    dim      n        g    new   (local > 1)   divides by 2, 4, 8 (before and after)
+    seq      4096     8    8     16            yes, yes, yes
+    vocab    50257    1    3     3             no,  no,  no
+    kv_heads 8        8    8     8             yes, yes, yes (8 shards of 1 stay 1)
+    batch    6        2    2     6             yes, no,  no
+
+Candidates are tried smallest first and the first that passes the check above wins: head dims
+of 2 (outside the rule: 128 divides by 8, 2 does not; attention keeps the head dim whole, so
+most plans never shard it, and the check rejects the candidate for the plans that do); the
+rule; the rule keeping local sizes above 1 (shardings of merged dims depend on local sizes of
+1). A graph that is not a zoo model, or fits no candidate, runs at its own sizes. Heads are
+scaled as KV heads × group size, head dims as twice their rotary half. Zoo models only: their
+dims are read back from the graph and the copy is rebuilt with :func:`graphs.zoo.build`.
+
+What verification does not check: the *prices*. It proves that the chosen strategies and the
+priced collective lists compute the unsharded values; it does not re-measure the bytes each
+collective moves or the seconds it was priced at (the cost model's job, checked against closed
+forms and measurements in its own tests), and on a scaled copy the bytes are the copy's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from autoshard.planning.planner import training_step_graph
+from autoshard.planning.record import Plan
+from autoshard.sharding.mesh import Mesh
+from autoshard.strategies.derive import enumerate_strategies
+from autoshard.verify.emulator import emulate
+from autoshard.verify.results import EmulationError, EmulationResult
+from graphs import GraphError, OpGraph, zoo
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verification:
+    """The verdict of :func:`verify`, and what it goes into ``plan.json`` as.
+
+    ``scaled_dims`` maps each scaled model dimension to ``(planned size, emulated size)``;
+    empty when the plan ran at its own sizes. ``culprit`` is the first divergent op or
+    reshard (None when passed).
+    """
+
+    passed: bool
+    max_abs_err: float
+    max_rel_err: float
+    scaled_dims: Mapping[str, tuple[int, int]]
+    culprit: str | None
+    message: str
+    seed: int
+    seconds: float
+    result: EmulationResult = field(repr=False)
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``verification`` object of ``plan.json``."""
+        return {"passed": self.passed, "max_abs_err": self.max_abs_err,
+                "max_rel_err": self.max_rel_err,
+                "scaled_dims": {k: list(v) for k, v in self.scaled_dims.items()},
+                "seed": self.seed, "first_divergence": self.culprit,
+                "message": self.message}
+
+
+def verify(plan: Plan, graph: OpGraph, *, seed: int = 0, scale: bool = True) -> Verification:
+    """Emulate ``plan`` on a scaled-down copy of ``graph`` and judge it.
+
+    Args:
+        plan: the plan to prove.
+        graph: the graph it was planned for: forward-only is fine for a training plan (the
+            training step is rebuilt with the plan's optimizer and recomputation).
+        seed: seeds the random inputs.
+        scale: False runs at the graph's own sizes.
+
+    Returns:
+        A :class:`Verification`.
+
+    Raises:
+        EmulationError: the plan does not belong to ``graph``.
+
+    Example:
+        >>> import autoshard
+        >>> graph = autoshard.zoo.build("mlp", layers=1, hidden=64, ffn=256, batch=8, seq=16)
+        >>> result = verify(autoshard.plan(graph, autoshard.Mesh.parse("tp=2")), graph)
+        >>> result.passed, result.scaled_dims["hidden"]
+        (True, (64, 2))
+    """
+    start = time.perf_counter()
+    small, dims = scaled_graph(plan, graph) if scale else (planned_graph(plan, graph), {})
+    result = emulate(plan, small, seed)
+    culprit = None if result.divergence is None else result.divergence.name
+    return Verification(passed=result.passed, max_abs_err=result.max_abs_err,
+                        max_rel_err=result.max_rel_err, scaled_dims=dims, culprit=culprit,
+                        message=result.summary(), seed=seed,
+                        seconds=time.perf_counter() - start, result=result)
+
+
+def verify_and_attach(plan: Plan, graph: OpGraph, *, seed: int = 0) -> Plan:
+    """``plan`` with its ``verification`` record set (for ``autoshard plan --verify``)."""
+    return replace(plan, verification=verify(plan, graph, seed=seed).to_record())
+
+
+# ---- the graph the plan was made for ------------------------------------------------------
+def planned_graph(plan: Plan, graph: OpGraph) -> OpGraph:
+    """``graph``, or its training step when the plan is of one (optimizer and recomputation
+    read off the plan's op kinds and names)."""
+    if all(name in plan.ops for name in (op.name for op in graph.ops)) and \
+            len(plan.ops) == len(graph.ops):
+        return graph
+    kinds = {rec.kind for rec in plan.ops.values()}
+    optimizer = "sgd" if "sgd_step" in kinds else "adamw"
+    if not kinds & {"sgd_step", "adamw_step"}:
+        raise _mismatch(plan, graph)
+    for recompute in ("none", "selective", "full"):
+        try:
+            candidate = training_step_graph(graph, optimizer, recompute)
+        except Exception as exc:
+            logger.debug("no %s training graph: %s", recompute, exc)
+            continue
+        if sorted(op.name for op in candidate.ops) == sorted(plan.ops):
+            return candidate
+    raise _mismatch(plan, graph)
+
+
+def _mismatch(plan: Plan, graph: OpGraph) -> EmulationError:
+    missing = sorted(set(plan.ops) ^ {op.name for op in graph.ops})[:3]
+    return EmulationError(f'the plan of "{plan.model}" does not fit graph "{graph.name}": ops '
+                          f"{missing} are in one but not the other; verify with the model and "
+                          "options it was planned with")
+
+
+# ---- scaling ------------------------------------------------------------------------------
+def scaled_graph(plan: Plan, graph: OpGraph) -> tuple[OpGraph, dict[str, tuple[int, int]]]:
+    """A small copy of the plan's graph that runs the same program (:func:`same_program`),
+    and the dims scaled (planned → emulated); the plan's own graph and ``{}`` when none fits."""
+    full = planned_graph(plan, graph)
+    dims = zoo_dims(graph)
+    if dims is None:
+        return full, {}
+    name, sizes = dims
+    mesh = Mesh(axes=tuple(plan.mesh))
+    for small_sizes in _candidates(sizes, mesh.size):
+        try:
+            small = planned_graph(plan, zoo.build(name, **_overrides(small_sizes)))
+        except (GraphError, EmulationError) as exc:
+            logger.debug("scaling %s failed: %s", name, exc)
+            continue
+        if same_program(plan, full, small, mesh):
+            return small, _statement(sizes, small_sizes)
+    return full, {}
+
+
+def _candidates(sizes: Mapping[str, Any], devices: int) -> list[dict[str, Any]]:
+    """Scaled dims to try, smallest first: head dims of 2 (attention keeps them whole, so
+    plans rarely shard them), then the divisibility-preserving rule, then the rule keeping
+    every local size above 1."""
+    aggressive = scale_dims(sizes, devices, keep_local=False)
+    out = [{**aggressive, "head_dim": 2}] if "head_dim" in sizes else []
+    for candidate in (aggressive, scale_dims(sizes, devices, keep_local=True)):
+        if candidate not in out:
+            out.append(candidate)
+    return out
+
+
+def _statement(sizes: Mapping[str, Any], small: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    before, after = {**sizes, **_overrides(sizes)}, {**small, **_overrides(small)}
+    return {k: (before[k], after[k]) for k in sorted(before)
+            if k not in ("group", "dtype") and before[k] != after[k]}
+
+
+def zoo_dims(graph: OpGraph) -> tuple[str, dict[str, int]] | None:
+    """(zoo name, model dims) when ``graph`` is exactly a zoo model's forward graph."""
+    if graph.name not in zoo.names():
+        return None
+    try:
+        sizes = _read_dims(graph)
+        rebuilt = zoo.build(graph.name, **_overrides(sizes))
+    except (GraphError, KeyError, IndexError, ValueError):
+        return None
+    return (graph.name, sizes) if rebuilt == graph else None
+
+
+def _read_dims(graph: OpGraph) -> dict[str, Any]:
+    tensors = graph.tensors
+    layers = {op.name.split(".")[1] for op in graph.ops if op.name.startswith("layers.")}
+    first = "tokens" if "tokens" in tensors else "x"
+    sizes: dict[str, Any] = {"batch": tensors[first].shape[0], "seq": tensors[first].shape[1],
+                             "layers": len(layers), "ffn": tensors["layers.0.mlp.w1"].shape[1],
+                             "dtype": tensors["layers.0.mlp.w1"].dtype.value}
+    if "embed.tokens" in tensors:
+        sizes["vocab"], sizes["hidden"] = tensors["embed.tokens"].shape
+    else:
+        sizes["hidden"] = tensors["x"].shape[2]
+    if "layers.0.attn.q_heads.out" in tensors:
+        q = tensors["layers.0.attn.q_heads.out"].shape
+        k = tensors["layers.0.attn.k_heads.out"].shape
+        sizes.update(kv_heads=k[2], group=q[2] // k[2], head_dim=q[3])
+    return sizes
+
+
+def _overrides(sizes: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in sizes.items() if k not in ("group", "head_dim")}
+    if "head_dim" in sizes:
+        out["heads"] = sizes["kv_heads"] * sizes["group"]
+        out["hidden"] = out["heads"] * sizes["head_dim"]
+    return out
+
+
+def scale_dims(sizes: Mapping[str, Any], devices: int, *, keep_local: bool
+               ) -> dict[str, Any]:
+    """The scaled model dims (see the module docstring); layers and dtype unchanged."""
+    out = dict(sizes)
+    for key in ("batch", "seq", "ffn", "vocab", "kv_heads", "group"):
+        if key in sizes:
+            out[key] = shrink(sizes[key], devices, keep_local=keep_local)
+    if "head_dim" in sizes:  # even, for the rotary halves
+        out["head_dim"] = 2 * shrink(sizes["head_dim"] // 2, devices, keep_local=keep_local)
+    else:
+        out["hidden"] = shrink(sizes["hidden"], devices, keep_local=keep_local)
+    return out
+
+
+def shrink(size: int, devices: int, *, keep_local: bool) -> int:
+    """The smallest ``g·k`` (``g = gcd(size, devices)``) dividing by the same mesh-axis
+    products as ``size``; with ``keep_local``, ``k ≥ 2`` unless ``size == g``.
+
+    Example:
+        >>> shrink(4096, 8, keep_local=False), shrink(50257, 8, keep_local=False)
+        (8, 3)
+        >>> shrink(6, 8, keep_local=False), shrink(6, 8, keep_local=True)
+        (2, 6)
+    """
+    g = math.gcd(size, devices)
+    if size == g:
+        return size
+    k = 2 if keep_local or g == 1 else 1
+    while math.gcd(k, devices // g) != 1:
+        k += 1
+    return min(g * k, size)
+
+
+def same_program(plan: Plan, full: OpGraph, small: OpGraph, mesh: Mesh) -> bool:
+    """Whether ``small`` runs the plan made for ``full``: every op's chosen strategy exists on
+    both (by its label) and each operand's sharding divides ``small``'s shape exactly when it
+    divides ``full``'s.
+
+    Example:
+        >>> from graphs import zoo
+        >>> from autoshard.planning.planner import plan as make_plan
+        >>> full = zoo.build("mlp", layers=1, batch=8, seq=1024)
+        >>> dp4 = Mesh.parse("dp=4")
+        >>> planned = make_plan(full, dp4)   # data parallel: the batch split 4 ways
+        >>> planned.ops["layers.0.mlp.up"].strategy
+        'dp:b'
+        >>> small = dict(layers=1, hidden=4, ffn=8, seq=4)
+        >>> same_program(planned, full, zoo.build("mlp", batch=4, **small), dp4)
+        True
+        >>> same_program(planned, full, zoo.build("mlp", batch=6, **small), dp4)  # uneven
+        False
+    """
+    for op in small.ops:
+        record = plan.ops.get(op.name)
+        if record is None:
+            return False
+        planned = _by_label(full, full.op_by_name(op.name), mesh, record.strategy)
+        copied = _by_label(small, op, mesh, record.strategy)
+        if planned is None or copied is None:
+            logger.debug("op %s: strategy %s missing", op.name, record.strategy)
+            return False
+        full_specs, small_specs = full.specs(full.op_by_name(op.name)), small.specs(op)
+        for side in (0, 1):
+            for before, after, big, little in zip(
+                    planned.inputs if side == 0 else planned.outputs,
+                    copied.inputs if side == 0 else copied.outputs,
+                    full_specs[side], small_specs[side], strict=True):
+                if before.is_divisible(big.shape) != after.is_divisible(little.shape):
+                    logger.debug("op %s: %s divides differently at small dims", op.name,
+                                 after.short())
+                    return False
+    return True
+
+
+def _by_label(graph: OpGraph, op: Any, mesh: Mesh, label: str) -> Any:
+    ins, outs = graph.specs(op)
+    for uneven in (False, True):
+        for strategy in enumerate_strategies(op.kind, ins, outs, graph.attrs(op), mesh,
+                                             allow_uneven=uneven):
+            if strategy.label == label:
+                return strategy
+    return None

@@ -1,0 +1,176 @@
+"""One problem without a chain of identical blocks: reductions, the DP, then an ILP if needed.
+
+The pipeline follows the measured recommendation in docs/solver-backends.md: exact reductions,
+then DP + Lagrange (plan and certified bound in about linear time); stop if the gap is closed;
+otherwise HiGHS (or CP-SAT) on the aggregated marginal MIP, hinted with the DP plan, under the
+remaining time. :func:`finish` re-scores every answer on the user's float costs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from solver.backends.cpsat import solve_cpsat
+from solver.backends.highs import solve_highs
+from solver.backends.result import BackendResult
+from solver.clock import Clock
+from solver.compact import Indexed, Work, build_work, index_work
+from solver.dp import DPResult, lagrange_dp
+from solver.errors import Infeasible, NoSolutionError, ProblemTooLargeError
+from solver.peak import min_peak
+from solver.problem import ChoiceProblem
+from solver.reduce import MemoryExhausted, reduce_work
+from solver.solution import Solution, SolveStats, SolveStatus
+
+# ``auto`` hands a DP answer to the ILP only when the ILP can plausibly close the gap in
+# reasonable time: up to AUTO_ILP_MAX_NODES nodes always, above that only when the DP gap is
+# larger than AUTO_LARGE_GAP (docs/solver-backends.md: HiGHS needs ~49 s at 5,000 nodes just to
+# reach the DP's 1e-6-level gap, and cannot solve the root LP at 20,000 nodes in 60 s).
+AUTO_ILP_MAX_NODES = 2000
+AUTO_LARGE_GAP = 1e-3
+
+Sizes = tuple[int, int, int]
+"""(nodes, options, edges) of a problem, before or after reductions, for the stats."""
+
+
+def sizes_of(problem: ChoiceProblem) -> Sizes:
+    return problem.num_nodes, sum(problem.sizes), len(problem.edges)
+
+
+def solve_graph(problem: ChoiceProblem, clock: Clock, backend: str, reductions: bool,
+                 gap: float, known_bound: float | None, before: Sizes, *,
+                 lp_first: bool = True) -> Solution:
+    """Reductions, then the backends on what is left (no chain)."""
+    work = build_work(problem)
+    _check_memory(work)
+    clock.lap("compact")
+    try:
+        if reductions:
+            reduce_work(work, deadline=clock.deadline)
+            clock.lap("reduce")
+        ix = index_work(work)
+        x, bound, timed_out, used = _search(ix, backend, gap, clock, lp_first)
+    except MemoryExhausted:
+        fresh = build_work(problem)
+        raise Infeasible(min_peak=_exact_peak(fresh), limit=float(fresh.limit)) from None
+    choices = work.lift({node: int(x[i]) for i, node in enumerate(ix.ids)}, problem.num_nodes)
+    bound = max(bound, -math.inf if known_bound is None else known_bound)
+    return finish(problem, choices, bound, timed_out, clock, used, before, work.size())
+
+
+def _check_memory(work: Work) -> None:
+    if work.limit is None:
+        return
+    for row in work.rows:
+        leanest = sum(float(vec.min()) for vec in row.values())
+        if leanest > work.limit:
+            raise Infeasible(min_peak=_exact_peak(work), limit=work.limit)
+
+
+def _exact_peak(work: Work) -> float:
+    if len(work.rows) == 1:
+        return sum(float(vec.min()) for vec in work.rows[0].values())
+    return min_peak(index_work(work))
+
+
+def _search(ix: Indexed, backend: str, gap: float, clock: Clock, lp_first: bool = True
+            ) -> tuple[np.ndarray, float, bool, str]:
+    best, bound, used = None, -math.inf, backend
+    if backend in ("auto", "dp"):
+        result = lagrange_dp(ix, clock.deadline)
+        clock.lap("dp")
+        best, bound = _take_dp(result, backend, ix)
+        if best is not None and closed(ix.evaluate(best), bound, gap):
+            return best, bound, False, "dp"
+        used = "highs" if backend == "auto" and _worth_ilp(ix, best, bound) else "dp"
+    timed_out = False
+    if used in ("highs", "cpsat"):
+        answer: BackendResult
+        if used == "highs":
+            answer = solve_highs(ix, best, clock.remaining(), gap, lp_first=lp_first)
+        else:
+            answer = solve_cpsat(ix, best, clock.remaining(), gap)
+        clock.lap(used)
+        if answer.infeasible:
+            raise MemoryExhausted(-1)
+        bound = max(bound, answer.bound)
+        timed_out = answer.timed_out
+        best = _better(ix, best, answer.x)
+    elif backend == "dp" or best is None:
+        timed_out = clock.deadline is not None and clock.remaining() == 0.0
+    if best is None:
+        best = _fallback(ix, clock.deadline)
+    return best, bound, timed_out, used
+
+
+def _worth_ilp(ix: Indexed, best: np.ndarray | None, bound: float) -> bool:
+    if best is None or ix.n <= AUTO_ILP_MAX_NODES:
+        return True
+    return not closed(ix.evaluate(best), bound, AUTO_LARGE_GAP)
+
+
+def _take_dp(result: DPResult | None, backend: str, ix: Indexed
+             ) -> tuple[np.ndarray | None, float]:
+    if result is None:
+        if backend == "dp":
+            msg = ("the tree-decomposition DP would need tables above its size limit (the "
+                   "graph's treewidth is too large); use backend='auto' or 'highs'")
+            raise ProblemTooLargeError(msg, size=math.inf, limit=float(ix.n))
+        return None, -math.inf
+    return result.x, result.bound
+
+
+def closed(objective: float, bound: float, gap: float) -> bool:
+    """Whether ``objective`` is within the relative ``gap`` of the proven ``bound``."""
+    return objective - bound <= gap * max(abs(objective), 1e-300)
+
+
+def _better(ix: Indexed, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    usable = [x for x in (a, b) if x is not None and ix.fits(x) and
+              math.isfinite(ix.evaluate(x))]
+    return min(usable, key=ix.evaluate) if usable else None
+
+
+def _fallback(ix: Indexed, deadline: float | None) -> np.ndarray:
+    """The leanest plan (memory first, then cost): feasible whenever any plan is, for a sum."""
+    memory = [np.zeros(c.size) for c in ix.costs]
+    for row in ix.rows:
+        for i, vec in row:
+            memory[i] = memory[i] + vec
+    x = np.array([int(np.lexsort((c, m))[0]) for c, m in zip(ix.costs, memory, strict=True)])
+    if ix.fits(x) and math.isfinite(ix.evaluate(x)):
+        return x
+    answer = solve_cpsat(ix, None, None, 1.0)
+    if answer.x is None:
+        msg = "no plan that fits the memory limit was found; raise the limit or the time limit"
+        raise NoSolutionError(msg, time_limit=deadline)
+    return answer.x
+
+
+NOISE = 1e-9  # CP-SAT scales costs to integers; its bound carries that rounding
+
+
+def _magnitude(problem: ChoiceProblem) -> float:
+    """Sum of the largest finite |cost| per node and per edge: the scale of any objective."""
+    arrays = [*problem.node_costs, *(matrix for _, _, matrix in problem.edges)]
+    return float(sum(np.abs(a[np.isfinite(a)]).max(initial=0.0) for a in arrays))
+
+
+def finish(problem: ChoiceProblem, choices: tuple[int, ...], bound: float, timed_out: bool,
+            clock: Clock, backend: str, before: Sizes, after: Sizes) -> Solution:
+    objective = problem.evaluate(choices)
+    bound = min(bound, objective)
+    if objective - bound <= NOISE * _magnitude(problem):
+        bound = objective  # below float noise of the costs involved (e.g. an objective of 0)
+    stats = SolveStats(backend=backend, nodes_before=before[0], options_before=before[1],
+                       edges_before=before[2], nodes_after=after[0], options_after=after[1],
+                       edges_after=after[2], seconds=tuple(clock.phases))
+    sol = Solution(choices=choices, objective=objective, bound=bound, status=SolveStatus.OPTIMAL,
+                   stats=stats, peak_memory=problem.peak_memory(choices))
+    if sol.optimal:
+        return sol
+    status = SolveStatus.TIME_LIMIT if timed_out else SolveStatus.FEASIBLE
+    return Solution(choices=choices, objective=objective, bound=bound, status=status,
+                    stats=stats, peak_memory=sol.peak_memory)

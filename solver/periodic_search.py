@@ -1,0 +1,237 @@
+"""A chain of identical blocks (a model's layers): the periodic LP first, then tied blocks.
+
+The chain's periodic LP (:mod:`solver.periodic`) is the size of a few blocks and its bound is a
+bound of the whole problem; it is tried with one and then two distinct blocks at each end, and
+an integral LP optimum whose plan meets the bound is the answer. When it does not (the plan
+pays at the junctions between the distinct and the tied blocks, where the LP's linking is
+relaxed, or PDLP's x split nodes between optimal vertices), the tied blocks are fixed to the
+LP's choices and the rest re-optimised exactly only where the LP hesitated (:func:`_polish`);
+then the next LP answer (a vertex on PDLP's support, a tenth of a second) gets the same; only
+then is all of the rest re-optimised (:mod:`solver.polish`), before any answer that solves the
+whole LP again. If a gap is left, the plan says what it was restricted to, and only a gap above
+``GOOD_ENOUGH_GAP`` goes on to the search with all interior blocks tied but free
+(:func:`solve_restricted`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+
+import numpy as np
+
+from solver.backends.lp import PDLP_MIN_VARS, LPAnswer, lp_answers
+from solver.clock import Clock
+from solver.errors import Infeasible, NoSolutionError
+from solver.graph_search import Sizes, closed, finish, sizes_of, solve_graph
+from solver.periodic import (
+    Aggregated,
+    Chain,
+    PeriodicLP,
+    aggregate,
+    expand,
+    interior_groups,
+    periodic_lp,
+)
+from solver.polish import decided_elsewhere, fix, tied_run
+from solver.problem import ChoiceProblem
+from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
+
+logger = logging.getLogger(__name__)
+
+PERIODIC_ENDS = (1, 2)  # distinct blocks kept at each end, tried in turn until the gap closes
+# A restricted plan within this of the proven bound is kept without the tied search (which
+# costs the whole problem again: minutes on 3-axis meshes); the bar for restricted plans.
+GOOD_ENOUGH_GAP = 5e-3
+# The next LP (two more distinct blocks) is tried when the gap is wider than GOOD_ENOUGH_GAP,
+# or when the last LP was small enough for the dual simplex (2-axis meshes: ~1 s, and
+# llama3-8b-shaped closes only with two). A size, not a time: with a time the plan depended on
+# the machine's speed (dp=4,fsdp=8,tp=2 came out proven optimal in one sweep run and 7e-6
+# short in another, its first LP taking 9.8 s and 19 s).
+RESTRICTION = "identical interior layers take identical strategies"
+
+
+@dataclasses.dataclass
+class _Search:
+    """The periodic search's state: the proven bound and the best plan so far (mutable, local
+    to one solve)."""
+
+    problem: ChoiceProblem
+    chain: Chain
+    clock: Clock
+    gap: float
+    bound: float = -math.inf
+    best: tuple[int, ...] | None = None
+    best_value: float = math.inf
+    how: str = ""  # how the best plan was polished: "", "near" or "all"
+    best_ends: int = 0  # distinct end blocks of the LP the best plan came from
+
+    def done(self, gap: float) -> bool:
+        return self.best is not None and closed(self.best_value, self.bound, gap)
+
+    def offer(self, choices: tuple[int, ...], value: float, how: str, ends: int) -> None:
+        if value < self.best_value:
+            self.best, self.best_value, self.how, self.best_ends = choices, value, how, ends
+
+    def solution(self, before: Sizes, after: Sizes) -> Solution:
+        assert self.best is not None
+        answer = finish(self.problem, self.best, self.bound, False, self.clock, "periodic",
+                        before, after)
+        return _restricted_unless_optimal(answer, _periodic_restriction(self.best_ends,
+                                                                        self.how))
+
+    def run_lp(self, ends: int) -> tuple[PeriodicLP, float]:
+        """Every answer of the periodic LP with ``ends`` distinct blocks at each end, each made
+        a plan, until the gap closes; returns the LP and its best bound."""
+        agg = aggregate(self.problem, self.chain, ends, ends)
+        lp = periodic_lp(agg)
+        self.clock.lap("aggregate")
+        # two thirds of the time at most: if the LP cannot finish, the restricted search needs
+        # the rest. (A half starved llama3-8b-shaped dp=4,fsdp=2,tp=2 in a -j 2 sweep under a
+        # 300 s limit: 10,000 PDLP iterations plus the barrier on 560 k variables took ~140 s
+        # on one core, the LP gave up, and the tied search ran out of time at a 3.6 % gap.)
+        remaining = self.clock.remaining()
+        lp_bound, tried, polished = -math.inf, set(), None
+        for relaxed in lp_answers(lp.form, None if remaining is None else remaining * 2 / 3,
+                                  self.gap):
+            self.clock.lap("periodic_lp")
+            lp_bound = max(lp_bound, relaxed.bound)
+            self.bound = max(self.bound, lp_bound)
+            if relaxed.x is not None and relaxed.x.tobytes() not in tried:
+                tried.add(relaxed.x.tobytes())
+                self.offer(*_periodic_plan(self.problem, self.chain, agg, ends, lp, relaxed,
+                                           self.clock, self.gap, self.bound), ends)
+            if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap:
+                polished = self._polish_rest(ends)
+            if self.done(self.gap):
+                break
+        return lp, lp_bound
+
+    def _polish_rest(self, ends: int) -> tuple[int, ...] | None:
+        """The next answer, if any, solves the whole LP again: first polish all of the rest
+        around the tied run."""
+        if self.best is None:
+            return None
+        answer = _polish(self.problem, tied_run(self.chain, ends, self.problem.num_nodes),
+                         self.best, self.clock, self.gap)
+        if answer is not None and answer.objective <= self.best_value:
+            self.best, self.best_value, self.best_ends = answer.choices, answer.objective, ends
+            self.how = "all" if answer.optimal else self.how
+        return self.best
+
+
+def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
+                   before: Sizes) -> Solution:
+    """The chain's periodic LP with one, then two distinct blocks at each end; the tied search
+    only when neither gives a plan within ``GOOD_ENOUGH_GAP`` (see the module docstring)."""
+    search, after = _Search(problem, chain, clock, gap), before
+    for ends in PERIODIC_ENDS:
+        if len(chain.blocks) - 2 * ends < 2:
+            break
+        lp, lp_bound = search.run_lp(ends)
+        after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
+        if search.done(gap):
+            return search.solution(before, after)
+        if lp_bound == -math.inf:
+            break  # out of time
+        logger.info("periodic LP with %d distinct end blocks: bound %.6g, plan %.6g", ends,
+                    lp_bound, search.best_value)
+        if search.done(GOOD_ENOUGH_GAP) and lp.form.num_vars >= PDLP_MIN_VARS:
+            break
+    answer = None if search.done(GOOD_ENOUGH_GAP) else solve_restricted(
+        problem, chain, clock, gap, before, search.bound)
+    if search.best is not None and (answer is None or search.best_value < answer.objective):
+        return search.solution(before, after)
+    assert answer is not None
+    return answer
+
+
+def _periodic_plan(problem: ChoiceProblem, chain: Chain, agg: Aggregated, ends: int,
+                   lp: PeriodicLP, relaxed: LPAnswer, clock: Clock, gap: float,
+                   bound: float) -> tuple[tuple[int, ...], float, str]:
+    """``(choices, value, how polished)`` of the plan an LP answer gives: its x expanded to
+    every block, then, if that misses ``gap``, polished around the LP's undecided nodes and
+    their neighbours (``solver.polish``). The polish of all the rest, which costs a MIP of a
+    few blocks, is the caller's: it waits until no cheaper LP answer is left to try."""
+    if relaxed.x is None:
+        raise AssertionError("an LP answer without x cannot be expanded into a plan")
+    choices = expand(chain, agg, lp.lift(relaxed.x), problem.num_nodes)
+    value, how = problem.evaluate(choices), ""
+    if closed(value, bound, gap):
+        return choices, value, how
+    near = decided_elsewhere(problem, chain, agg, ends, lp.indexed.ids, relaxed.weight)
+    if np.array_equal(near, tied_run(chain, ends, problem.num_nodes)):
+        return choices, value, how  # the LP decided nothing outside the tied run
+    answer = _polish(problem, near, choices, clock, gap)
+    if answer is not None and answer.objective <= value:
+        choices, value = answer.choices, answer.objective
+        how = "near" if answer.optimal else how
+    return choices, value, how
+
+
+def _restricted_unless_optimal(solution: Solution, restriction: str) -> Solution:
+    """A periodic plan short of proven optimal (within a looser ``gap``, or the search for
+    better stopped) says which restriction it came from."""
+    return solution if solution.optimal else dataclasses.replace(
+        solution, restricted=restriction)
+
+
+def _periodic_restriction(ends: int, polished: str) -> str:
+    tied = (f"layers between the first {ends} and the last {ends} take the periodic LP's "
+            "strategies")
+    return tied + {
+        "": "",
+        "near": "; so do the other ops the LP decided, and the ops it left undecided and "
+                "their neighbours are optimal around them",
+        "all": "; the end layers and the rest are optimal around them"}[polished]
+
+
+def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
+            clock: Clock, gap: float) -> Solution | None:
+    """The periodic plan with its ``fixed`` nodes held and everything else solved exactly:
+    the size of a few blocks at most, not of the model (``solver.polish``). ``None`` when no
+    plan came back."""
+    narrowed = fix(problem, fixed, choices)
+    try:
+        # no LP first: the narrowed LP is as fractional as the periodic one was where the
+        # plan missed the bound (a 3-axis polish: 10 s of LP, then the MIP anyway)
+        answer = solve_graph(narrowed, Clock(clock.remaining()), "auto", True, gap, None,
+                             sizes_of(narrowed), lp_first=False)
+    except (Infeasible, NoSolutionError):
+        return None
+    clock.lap("polish")
+    return answer
+
+
+def solve_restricted(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
+                     before: Sizes, known_bound: float | None) -> Solution:
+    """A plan with every interior block taking the same choices; its bound is only what is
+    proven for the *whole* problem (``known_bound``), so the gap says what the restriction
+    may cost."""
+    tied = ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
+                         groups=interior_groups(chain), liveness=problem.liveness,
+                         node_memory=problem.node_memory, memory_limit=problem.memory_limit)
+    try:
+        answer = solve_graph(tied, Clock(clock.remaining()), "auto", True, gap, None,
+                             sizes_of(tied))
+    except Infeasible:
+        # tying layers may cost memory (a plan could mix layer strategies to fit): only the
+        # whole problem can say that nothing fits
+        whole = dataclasses.replace(problem, blocks=None)
+        return solve_graph(whole, Clock(clock.remaining()), "auto", True, gap, known_bound,
+                           sizes_of(whole))
+    for name, seconds in answer.stats.seconds:
+        clock.phases.append((f"restricted_{name}", seconds))
+    clock.mark = time.perf_counter()
+    bound = -math.inf if known_bound is None else known_bound
+    if answer.optimal and bound >= answer.objective * (1 - OPTIMALITY_GAP):
+        bound = answer.objective  # not ``gap``: a looser gap must not be called optimal
+    timed_out = answer.status is SolveStatus.TIME_LIMIT
+    after = (answer.stats.nodes_after, answer.stats.options_after, answer.stats.edges_after)
+    solution = finish(problem, answer.choices, bound, timed_out, clock, "restricted", before,
+                      after)
+    if solution.optimal:
+        return solution
+    return dataclasses.replace(solution, restricted=RESTRICTION)
