@@ -95,9 +95,10 @@ def calibration_summary(calibration: Calibration, *, fitted: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_calibration_plot(calibration: Calibration, path: str | os.PathLike[str]) -> None:
+def write_calibration_plot(calibration: Calibration, path: str | os.PathLike[str],
+                           caption: str | None = None) -> None:
     """Measured and predicted time against bytes, log-log, one panel per table, as a PNG
-    whose bytes depend only on the data (Agg, no metadata)."""
+    whose bytes depend only on the data and ``caption`` (Agg, no metadata)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -121,5 +122,7 @@ def write_calibration_plot(calibration: Calibration, path: str | os.PathLike[str
         axes.grid(True, which="major", alpha=0.3)
         axes.legend(fontsize=7)
     figure.suptitle(f"{calibration.topology.name} against nccl-tests", fontsize=10)
-    figure.tight_layout()
+    if caption:
+        figure.text(0.01, 0.005, caption, fontsize=6, color="gray")
+    figure.tight_layout(rect=(0, 0.03 if caption else 0, 1, 1))
     figure.savefig(os.fspath(path), format="png", metadata={"Software": None})
