@@ -14,6 +14,8 @@ import click
 
 from autoshard.cli.bench import bench_command
 from autoshard.cli.calibrate import calibrate_command
+from autoshard.cli.diff import diff_command
+from autoshard.cli.explain import explain_command
 from autoshard.cli.export import export_command
 from autoshard.cli.importing import import_group
 from autoshard.cli.models import models_command
@@ -32,5 +34,5 @@ def main(verbose: int) -> None:
 
 
 for _command in (plan_command, models_command, bench_command, calibrate_command, export_command,
-                 import_group, sweep_command, verify_command):
+                 import_group, sweep_command, verify_command, explain_command, diff_command):
     main.add_command(_command)

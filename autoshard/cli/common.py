@@ -8,7 +8,9 @@ it without importing the group that registers them.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from typing import Any
 
@@ -17,6 +19,8 @@ import click
 from autoshard.errors import AutoshardError, InfeasibleError, UsageError, VerificationFailedError
 from costmodel import CostModelError
 from graphs import GraphError
+from graphs.importers.unmapped import UnmappedOpsWarning
+from graphs.zoo import UnmodelledFieldsWarning
 from solver import SolverError
 
 USAGE_EXIT, INFEASIBLE_EXIT = 2, 1
@@ -36,7 +40,8 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            with one_line_warnings():
+                return func(*args, **kwargs)
         except (InfeasibleError, VerificationFailedError) as exc:
             fail(str(exc), INFEASIBLE_EXIT)
         except (AutoshardError, GraphError, CostModelError, SolverError) as exc:
@@ -46,6 +51,29 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         return None
 
     return wrapper
+
+
+PRODUCT_WARNINGS = (UnmodelledFieldsWarning, UnmappedOpsWarning)
+"""Warnings about the user's input (config fields not modelled, ops not mapped): each one is
+shown once, as one ``autoshard: warning:`` line, when it happens."""
+
+
+@contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Inside, the product's warnings print as one stderr line each; others as usual."""
+    with warnings.catch_warnings():
+        for category in PRODUCT_WARNINGS:
+            warnings.simplefilter("always", category)
+        shown = warnings.showwarning
+
+        def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+            if issubclass(category, PRODUCT_WARNINGS):
+                click.echo(f"autoshard: warning: {message}", err=True)
+            else:
+                shown(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        yield
 
 
 def _stack(*decorators: Decorator) -> Decorator:

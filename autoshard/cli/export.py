@@ -37,7 +37,8 @@ SHAPE_OPTIONS = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
               help="Write to this file instead of stdout.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @click.option("--model", default=None,
-              help="Check the plan against this zoo model or graph JSON (fingerprint).")
+              help="Check the plan against this zoo model, Hugging Face config.json or graph "
+                   "JSON (fingerprint).")
 @click.option("--topology", default=None,
               help="The topology the plan was made with (default: the one it names).")
 @click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from autoshard.cli.common import friendly_errors, parse_links, shape_options, training_options
+from autoshard.cli.pin_options import chosen_pins, pin_options, show_pins
 from autoshard.errors import OutputExistsError, UsageError, VerificationFailedError
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.planner import plan
@@ -35,19 +36,25 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
              memory: str | None, training: bool, out_dir: Path | None, force: bool,
              time_limit: float | None, quiet: bool, as_json: bool, allow_uneven: bool = False,
              optimizer: str = "adamw", recompute: str = "none", reserve: str = "0",
-             verify: bool = False, gap: float | None = None, **overrides: Any) -> None:
+             verify: bool = False, gap: float | None = None, strategy: str = "auto",
+             pin_files: tuple[Path, ...] = (), print_pins_only: bool = False,
+             **overrides: Any) -> None:
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
+    mesh = Mesh.parse(mesh_text)
+    if print_pins_only:
+        show_pins(strategy, pin_files, mesh)
+        return
     check_out_dir(out_dir, force)
     requested_gap = OPTIMALITY_GAP if gap is None else gap
-    mesh = Mesh.parse(mesh_text)
     graph = load_model(model, {k: overrides.get(k) for k in SHAPE_OVERRIDES})
     limit = float(parse_bytes(memory)) if memory is not None else None
     result = plan(graph, mesh, topology=topology, links=parse_links(link_specs),
                   memory_limit=limit, time_limit=time_limit, model_name=model,
                   allow_uneven=allow_uneven, training=training, optimizer=optimizer,
                   recompute=recompute, reserve=float(parse_bytes(reserve)),
-                  progress=sys.stderr.isatty() and not quiet, gap=requested_gap)
+                  progress=sys.stderr.isatty() and not quiet, gap=requested_gap,
+                  pins=chosen_pins(strategy, pin_files, mesh))
     if verify:
         result = verify_and_attach(result, graph)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
@@ -87,7 +94,8 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 
 @click.command("plan")
 @click.option("--model", default="gpt2", show_default=True,
-              help="A zoo model name (see `autoshard models`) or a graph JSON file.")
+              help="A zoo model name (see `autoshard models`), a Hugging Face config.json "
+                   "(llama, mistral, qwen2, gpt2) or a graph JSON file.")
 @click.option("--mesh", "mesh_text", default="dp=2,tp=4", show_default=True,
               help="Mesh axes major first, e.g. dp=8,tp=8.")
 @click.option("--topology", default="dgx-h100", show_default=True,
@@ -112,9 +120,14 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.option("--verify", is_flag=True,
               help="Run the plan on an emulated mesh (NumPy, dims scaled down) and compare with "
                    "the unsharded model; the verdict goes into plan.json; exit 1 on a mismatch.")
+@pin_options()
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @friendly_errors
-def plan_command(**options: Any) -> None:
-    """Plan a model on a mesh (no arguments: gpt2 on dp=2,tp=4 of dgx-h100)."""
-    run_plan(**options)
+def plan_command(print_pins: bool, **options: Any) -> None:
+    """Plan a model on a mesh (no arguments: gpt2 on dp=2,tp=4 of dgx-h100).
+
+    With --strategy or --pin the plan keeps the given layouts and optimises the rest; with
+    every tensor pinned (--pin plan.json) it evaluates that plan on this mesh and topology.
+    """
+    run_plan(print_pins_only=print_pins, **options)

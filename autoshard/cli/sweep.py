@@ -24,7 +24,8 @@ MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
 
 @click.command("sweep")
 @click.option("--model", required=True,
-              help="A zoo model name (see `autoshard models`) or a graph JSON file.")
+              help="A zoo model name (see `autoshard models`), a Hugging Face config.json "
+                   "(llama, mistral, qwen2, gpt2) or a graph JSON file.")
 @click.option("--devices", "devices_text", required=True,
               help="Device counts, comma-separated, e.g. 8,16,64.")
 @click.option("--axes", "axes_text", default="1-3", show_default=True,

@@ -32,7 +32,8 @@ FAILED_EXIT = 1
 @click.command("verify")
 @click.argument("plan_path", metavar="PLAN.json", type=click.Path(path_type=Path))
 @click.option("--model", required=True,
-              help="The zoo model name or graph JSON file the plan was made for.")
+              help="The zoo model, Hugging Face config.json or graph JSON file the plan "
+                   "was made for.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--full-size", is_flag=True,
               help="Emulate at the model's own sizes instead of a scaled-down copy (slow).")

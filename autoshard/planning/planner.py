@@ -39,8 +39,11 @@ from autoshard.planning.decode import (
 from autoshard.planning.edge_costs import Edge, edge_matrices, next_step_edges
 from autoshard.planning.layers import repeated_blocks
 from autoshard.planning.memory import build_memory_model
+from autoshard.planning.named import pin_set
 from autoshard.planning.node_costs import NodeTerms, node_terms, op_strategies, structure_key
 from autoshard.planning.output_fix import output_fix
+from autoshard.planning.pin_masks import Restriction
+from autoshard.planning.pins import Pins
 from autoshard.planning.record import Objective, Plan, TensorRecord
 from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
@@ -76,6 +79,8 @@ class PlanOptions:
     model_name: str | None = None
     progress: bool = False
     gap: float = solver.OPTIMALITY_GAP
+    pins: Pins | None = None
+    op_pins: Mapping[str, str] | None = None
 
 
 def plan(
@@ -95,6 +100,8 @@ def plan(
     model_name: str | None = None,
     progress: bool = False,
     gap: float = solver.OPTIMALITY_GAP,
+    pins: Pins | str | None = None,
+    strategy: str | None = None,
 ) -> Plan:
     """Plan the sharding of every tensor of ``graph`` on ``mesh``.
 
@@ -116,6 +123,12 @@ def plan(
         gap: relative gap to the proven lower bound at which the solver may stop. The
             default proves the plan optimal; a what-if study may take 1e-3 (what sweeps use),
             which is far below what separates mesh shapes and spares most of a 3-axis solve.
+        pins: layouts the plan must use (:mod:`autoshard.planning.pins`): a
+            :class:`~autoshard.planning.pins.Pins`, or the path of a TOML pin file or a
+            plan.json; everything else is optimised.
+        strategy: a named hand plan (``ddp``, ``zero1``, ``zero2``, ``fsdp``, ``megatron``,
+            ``megatron-sp``; :mod:`autoshard.planning.named`) to evaluate, applied before
+            ``pins``; ``None`` or ``"auto"`` is the search.
 
     Returns:
         The :class:`~autoshard.plan.Plan`.
@@ -130,9 +143,17 @@ def plan(
     topo = resolve_topology(topology)
     options = PlanOptions(memory_limit=memory_limit, reserve=float(reserve), time_limit=time_limit,
                           allow_uneven=allow_uneven, backend=backend, model_name=model_name,
-                          progress=progress, gap=float(gap))
+                          progress=progress, gap=float(gap), pins=pin_set(strategy, pins, mesh))
     return _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
                     options).run()
+
+
+def replan(graph: OpGraph, mesh: Mesh, topology: Topology, links: MeshLinks,
+           options: PlanOptions, *, prepare_only: bool = False) -> Any:
+    """Plan with links already built (what ``explain`` re-solves with); ``prepare_only``
+    returns the prepared planner instead (its strategies, costs and reshard matrices)."""
+    planner = _Planner(graph, mesh, topology, links, options)
+    return planner.prepare() if prepare_only else planner.run()
 
 
 def _check_reserve(reserve: float, memory_limit: float | None, topology: Topology | str) -> None:
@@ -179,6 +200,33 @@ class _Planner:
         self.timings: dict[str, float] = {}
 
     def run(self) -> Plan:
+        self.prepare()
+        nodes, edges, loops = self.nodes, self.edges, self.loops
+        limit = self.options.memory_limit
+        if limit is None:
+            limit = float(self.topology.device.hbm_bytes)
+        problem = solver.ChoiceProblem(
+            node_costs=self.costs,
+            edges=[(u, v, m) for u, v, m, _ in (*edges, *loops)],
+            blocks=self.blocks,
+        )
+        t2 = time.perf_counter()
+        try:
+            solution = self._solve(problem, limit)
+        except solver.NoFiniteOptionError as exc:
+            if not self.masks:
+                raise
+            raise self.restriction.unreachable(exc.node) from None
+        self.timings["solve_s"] = time.perf_counter() - t2
+        t3 = time.perf_counter()
+        result = self._decode(solution, nodes, edges, loops, limit)
+        self.timings["decode_s"] = time.perf_counter() - t3
+        return result
+
+    def prepare(self) -> _Planner:
+        """Strategies, their prices, the reshard matrices, the memory model and the pins'
+        masks: everything the solver is given. Sets ``strategies``, ``nodes``, ``edges``,
+        ``loops``, ``costs`` (pinned-out options at inf), ``masks``, ``memory``, ``blocks``."""
         t0 = time.perf_counter()
         self.strategies = [op_strategies(self.graph, op, self.mesh, self.options.allow_uneven)
                            for op in self._progress(self.ops, "enumerate")]
@@ -191,29 +239,27 @@ class _Planner:
                                  self.hbm_bw)
         loops = next_step_edges(self.graph, self.ops, self.strategies, self.links,
                                    self.hbm_bw)
-        self.memory = build_memory_model(self.graph, self.ops, [n.memory for n in nodes],
-                                         [n.in_bytes for n in nodes],
-                                         [n.out_bytes for n in nodes])
+        pins = self.options.pins
+        self.memory = build_memory_model(
+            self.graph, self.ops, [n.memory for n in nodes], [n.in_bytes for n in nodes],
+            [n.out_bytes for n in nodes],
+            deferred_gradients=pins is not None and pins.gradient_sync == "deferred")
+        self.costs = self._restrict(nodes, [*edges, *loops])
         self.timings["cost_s"] = time.perf_counter() - t1
-        limit = self.options.memory_limit
-        if limit is None:
-            limit = float(self.topology.device.hbm_bytes)
         self.blocks = repeated_blocks(
             [op.name for op in self.ops],
             [(structure_key(self.graph, op), len(s))
              for op, s in zip(self.ops, self.strategies, strict=True)])
-        problem = solver.ChoiceProblem(
-            node_costs=[n.cost for n in nodes],
-            edges=[(u, v, m) for u, v, m, _ in (*edges, *loops)],
-            blocks=self.blocks,
-        )
-        t2 = time.perf_counter()
-        solution = self._solve(problem, limit)
-        self.timings["solve_s"] = time.perf_counter() - t2
-        t3 = time.perf_counter()
-        result = self._decode(solution, nodes, edges, loops, limit)
-        self.timings["decode_s"] = time.perf_counter() - t3
-        return result
+        self.nodes, self.edges, self.loops = nodes, edges, loops
+        return self
+
+    def _restrict(self, nodes: list[NodeTerms], edges: list[Edge]) -> list[np.ndarray]:
+        """Node costs with the options the pins exclude at inf (unchanged without pins)."""
+        self.restriction = Restriction.build(self.graph, self.mesh, self.ops, self.strategies,
+                                             nodes, edges, self.links, self.hbm_bw,
+                                             self.options.pins, self.options.op_pins)
+        self.pinned, self.masks = self.restriction.pinned, self.restriction.masks
+        return self.restriction.costs
 
     def _progress(self, items: Any, phase: str) -> Any:
         """A progress bar on stderr when asked (the CLI asks only on a terminal)."""
@@ -247,6 +293,13 @@ class _Planner:
             return solver.solve(problem, time_limit=remaining, backend=options.backend,
                                 known_bound=free.bound, gap=options.gap)
         except solver.Infeasible as exc:
+            if self.masks:  # blame the pins only when some plan fits without them
+                unpinned = self.restriction.unpinned_infeasible(
+                    problem, options.backend, options.gap, self.memory.peak)
+                if unpinned is None:
+                    raise self.restriction.memory_error(float(exc.min_peak) + options.reserve,
+                                                        float(limit)) from None
+                exc = unpinned
             raise MemoryTooSmallError(needed_bytes=float(exc.min_peak) + options.reserve,
                                       limit_bytes=float(limit), mesh=str(self.mesh)) from None
 
@@ -293,11 +346,22 @@ class _Planner:
             stats={**{k: round(v, 6) for k, v in self.timings.items()},
                    "ops": len(self.ops), "options": int(sum(len(s) for s in self.strategies)),
                    "edges": len(edges), "solver": solution.stats.backend,
-                   "layers": 0 if self.blocks is None else len(self.blocks)},
+                   "layers": 0 if self.blocks is None else len(self.blocks),
+                   "settings": {"allow_uneven": self.options.allow_uneven,
+                                "gap": self.options.gap, "backend": self.options.backend},
+                   **({"pinned_tensors": len(self.pinned)} if self.pinned else {})},
+            pins=None if self.options.pins is None else self.options.pins.to_dict(),
         )
 
     def _solver_notes(self, solution: Any) -> tuple[str, ...]:
         notes = []
+        pins = self.options.pins
+        if pins is not None:
+            notes.append(f"{len(self.pinned)} tensors pinned by {', '.join(pins.sources)}; the "
+                         f"plan is optimal among the plans that keep those layouts")
+            if pins.gradient_sync == "deferred":
+                notes.append("gradients are held whole as produced until the optimizer step "
+                             "and reduced there (ZeRO-1, gradient_sync = deferred)")
         if solution.restricted:
             notes.append(f"search restricted: {solution.restricted}; the lower bound and gap "
                          f"are those of the unrestricted problem")

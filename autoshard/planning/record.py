@@ -103,6 +103,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
     verification: Mapping[str, Any] | None = None
+    pins: Mapping[str, Any] | None = None
 
     # ---- reports -------------------------------------------------------------------------
     def costs(self) -> pd.DataFrame:
@@ -146,6 +147,7 @@ class Plan:
             "notes": list(self.notes),
             "stats": dict(self.stats),
             **({"verification": dict(self.verification)} if self.verification else {}),
+            **({"pins": dict(self.pins)} if self.pins is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -260,4 +262,5 @@ def _plan_from_dict(d: Mapping[str, Any]) -> Plan:
         notes=tuple(d.get("notes", ())),
         stats=dict(d.get("stats", {})),
         verification=d.get("verification"),
+        pins=d.get("pins"),
     )

@@ -7,6 +7,7 @@ parameter's placement, grouped across layers when the layers agree.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from typing import Any
@@ -15,6 +16,16 @@ from autoshard.planning.record import Plan
 from costmodel import format_bytes
 
 _LAYER = re.compile(r"(?<=\.)\d+(?=\.)")
+
+
+def layer_pattern(name: str) -> str:
+    """``layers.3.attn.wq`` → ``layers.*.attn.wq``: how reports group a model's layers.
+
+    Example:
+        >>> layer_pattern("opt/layers.12.mlp.w1.m"), layer_pattern("final_norm.weight")
+        ('opt/layers.*.mlp.w1.m', 'final_norm.weight')
+    """
+    return _LAYER.sub("*", name)
 
 
 def format_seconds(seconds: float) -> str:
@@ -26,7 +37,8 @@ def format_seconds(seconds: float) -> str:
 
 
 def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
-    lines = [f"model      {plan.model}",
+    params = sum(math.prod(rec.shape) for rec in plan.tensors.values() if rec.role == "param")
+    lines = [f"model      {plan.model}  ({params:,} parameters)",
              "mesh       " + ", ".join(f"{n}={s}" for n, s in plan.mesh)
              + f"  on {plan.topology}"]
     for link in plan.links:
@@ -42,9 +54,14 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     limit = format_bytes(plan.limit_bytes) if plan.limit_bytes else "none"
     lines.append(f"memory     {format_bytes(plan.peak_bytes_per_device)} per device "
                  f"(limit {limit})" + _breakdown(plan.memory_breakdown))
+    if plan.pins is not None:
+        sync = (", gradients reduced at the optimizer step"
+                if plan.pins.get("gradient_sync") == "deferred" else "")
+        lines.append(f"pinned     {plan.stats.get('pinned_tensors', 0)} tensors by "
+                     f"{', '.join(plan.pins.get('sources', ()))}{sync}")
     if plan.verification is not None:
         verdict = "passed" if plan.verification.get("passed") else "FAILED"
-        lines.append(f"verified   {verdict}: {plan.verification.get('message', '')}")
+        lines.append(f"verified   {plan.verification.get('message') or verdict}")
     lines.extend(_top_collectives(plan))
     lines.extend(_param_placements(plan))
     if outputs:
@@ -87,7 +104,7 @@ def _param_placements(plan: Plan) -> list[str]:
     groups: dict[tuple[str, tuple[str, ...]], list[str]] = defaultdict(list)
     for name, rec in plan.tensors.items():
         if rec.role == "param":
-            pattern = _LAYER.sub("*", name)
+            pattern = layer_pattern(name)
             groups[(pattern, rec.placements)].append(name)
     if not groups:
         return []

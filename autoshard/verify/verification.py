@@ -25,9 +25,11 @@ Candidates are tried smallest first and the first that passes the check above wi
 of 2 (outside the rule: 128 divides by 8, 2 does not; attention keeps the head dim whole, so
 most plans never shard it, and the check rejects the candidate for the plans that do); the
 rule; the rule keeping local sizes above 1 (shardings of merged dims depend on local sizes of
-1). A graph that is not a zoo model, or fits no candidate, runs at its own sizes. Heads are
-scaled as KV heads × group size, head dims as twice their rotary half. Zoo models only: their
-dims are read back from the graph and the copy is rebuilt with :func:`graphs.zoo.build`.
+1). Heads are scaled as KV heads × group size, head dims as twice their rotary half. Graphs the
+zoo builds only (its presets and Hugging Face configs): the config is read back from the graph
+(:func:`graphs.zoo.config_of`, which proves it by rebuilding the same graph) and the copy is
+built from it at the small sizes. Any other graph, or one no candidate fits, runs at its own
+sizes.
 
 What verification does not check: the *prices*. It proves that the chosen strategies and the
 priced collective lists compute the unsharded values; it does not re-measure the bytes each
@@ -51,6 +53,7 @@ from autoshard.strategies.derive import enumerate_strategies
 from autoshard.verify.emulator import emulate
 from autoshard.verify.results import EmulationError, EmulationResult
 from graphs import GraphError, OpGraph, zoo
+from graphs.zoo import Family, ModelConfig
 
 logger = logging.getLogger(__name__)
 
@@ -155,90 +158,75 @@ def scaled_graph(plan: Plan, graph: OpGraph) -> tuple[OpGraph, dict[str, tuple[i
     """A small copy of the plan's graph that runs the same program (:func:`same_program`),
     and the dims scaled (planned → emulated); the plan's own graph and ``{}`` when none fits."""
     full = planned_graph(plan, graph)
-    dims = zoo_dims(graph)
-    if dims is None:
+    config = zoo.config_of(graph)
+    if config is None:
         return full, {}
-    name, sizes = dims
     mesh = Mesh(axes=tuple(plan.mesh))
-    for small_sizes in _candidates(sizes, mesh.size):
+    for small_config in _candidates(config, mesh.size):
         try:
-            small = planned_graph(plan, zoo.build(name, **_overrides(small_sizes)))
+            small = planned_graph(plan, zoo.build_config(small_config))
         except (GraphError, EmulationError) as exc:
-            logger.debug("scaling %s failed: %s", name, exc)
+            logger.debug("scaling %s failed: %s", config.name, exc)
             continue
         if same_program(plan, full, small, mesh):
-            return small, _statement(sizes, small_sizes)
+            return small, _statement(config, small_config)
     return full, {}
 
 
-def _candidates(sizes: Mapping[str, Any], devices: int) -> list[dict[str, Any]]:
-    """Scaled dims to try, smallest first: head dims of 2 (attention keeps them whole, so
+SCALED = ("batch", "seq", "hidden", "ffn", "vocab", "heads", "kv_heads", "head_dim")
+"""The model dims a scaled copy changes (and reports); layers and dtype stay."""
+
+
+def _dims(config: ModelConfig) -> dict[str, int]:
+    keys = ("batch", "seq", "hidden", "ffn") if config.family is Family.MLP else SCALED
+    dims = {key: getattr(config, key) for key in keys}
+    return {k: v for k, v in dims.items() if v is not None}
+
+
+def _candidates(config: ModelConfig, devices: int) -> list[ModelConfig]:
+    """Scaled configs to try, smallest first: head dims of 2 (attention keeps them whole, so
     plans rarely shard them), then the divisibility-preserving rule, then the rule keeping
     every local size above 1."""
-    aggressive = scale_dims(sizes, devices, keep_local=False)
-    out = [{**aggressive, "head_dim": 2}] if "head_dim" in sizes else []
-    for candidate in (aggressive, scale_dims(sizes, devices, keep_local=True)):
+    aggressive = scale_config(config, devices, keep_local=False)
+    out = [aggressive] if config.family is Family.MLP else [
+        _with_head_dim(aggressive, 2)]
+    for candidate in (aggressive, scale_config(config, devices, keep_local=True)):
         if candidate not in out:
             out.append(candidate)
     return out
 
 
-def _statement(sizes: Mapping[str, Any], small: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
-    before, after = {**sizes, **_overrides(sizes)}, {**small, **_overrides(small)}
-    return {k: (before[k], after[k]) for k in sorted(before)
-            if k not in ("group", "dtype") and before[k] != after[k]}
+def _with_head_dim(config: ModelConfig, head_dim: int) -> ModelConfig:
+    if config.explicit_head_dim is not None:
+        return replace(config, explicit_head_dim=head_dim)
+    return replace(config, hidden=config.heads * head_dim)
 
 
-def zoo_dims(graph: OpGraph) -> tuple[str, dict[str, int]] | None:
-    """(zoo name, model dims) when ``graph`` is exactly a zoo model's forward graph."""
-    if graph.name not in zoo.names():
-        return None
-    try:
-        sizes = _read_dims(graph)
-        rebuilt = zoo.build(graph.name, **_overrides(sizes))
-    except (GraphError, KeyError, IndexError, ValueError):
-        return None
-    return (graph.name, sizes) if rebuilt == graph else None
+def _statement(before: ModelConfig, after: ModelConfig) -> dict[str, tuple[int, int]]:
+    old, new = _dims(before), _dims(after)
+    return {k: (old[k], new[k]) for k in sorted(old) if old[k] != new[k]}
 
 
-def _read_dims(graph: OpGraph) -> dict[str, Any]:
-    tensors = graph.tensors
-    layers = {op.name.split(".")[1] for op in graph.ops if op.name.startswith("layers.")}
-    first = "tokens" if "tokens" in tensors else "x"
-    sizes: dict[str, Any] = {"batch": tensors[first].shape[0], "seq": tensors[first].shape[1],
-                             "layers": len(layers), "ffn": tensors["layers.0.mlp.w1"].shape[1],
-                             "dtype": tensors["layers.0.mlp.w1"].dtype.value}
-    if "embed.tokens" in tensors:
-        sizes["vocab"], sizes["hidden"] = tensors["embed.tokens"].shape
-    else:
-        sizes["hidden"] = tensors["x"].shape[2]
-    if "layers.0.attn.q_heads.out" in tensors:
-        q = tensors["layers.0.attn.q_heads.out"].shape
-        k = tensors["layers.0.attn.k_heads.out"].shape
-        sizes.update(kv_heads=k[2], group=q[2] // k[2], head_dim=q[3])
-    return sizes
+def scale_config(config: ModelConfig, devices: int, *, keep_local: bool) -> ModelConfig:
+    """``config`` with every model dim shrunk by :func:`shrink` (see the module docstring):
+    heads as KV heads × group size, head dims as twice their rotary half; layers, dtype and
+    the architecture unchanged."""
+    def small(size: int) -> int:
+        return shrink(size, devices, keep_local=keep_local)
 
-
-def _overrides(sizes: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in sizes.items() if k not in ("group", "head_dim")}
-    if "head_dim" in sizes:
-        out["heads"] = sizes["kv_heads"] * sizes["group"]
-        out["hidden"] = out["heads"] * sizes["head_dim"]
-    return out
-
-
-def scale_dims(sizes: Mapping[str, Any], devices: int, *, keep_local: bool
-               ) -> dict[str, Any]:
-    """The scaled model dims (see the module docstring); layers and dtype unchanged."""
-    out = dict(sizes)
-    for key in ("batch", "seq", "ffn", "vocab", "kv_heads", "group"):
-        if key in sizes:
-            out[key] = shrink(sizes[key], devices, keep_local=keep_local)
-    if "head_dim" in sizes:  # even, for the rotary halves
-        out["head_dim"] = 2 * shrink(sizes["head_dim"] // 2, devices, keep_local=keep_local)
-    else:
-        out["hidden"] = shrink(sizes["hidden"], devices, keep_local=keep_local)
-    return out
+    fields: dict[str, Any] = {key: small(getattr(config, key)) for key in ("batch", "seq", "ffn")}
+    if config.vocab is not None:
+        fields["vocab"] = small(config.vocab)
+    if config.family is Family.MLP:
+        return replace(config, hidden=small(config.hidden), **fields)
+    kv_heads = small(config.kv_heads)
+    heads = kv_heads * small(config.heads // config.kv_heads)
+    head_dim = 2 * small(config.head_dim // 2)
+    if config.explicit_head_dim is None:
+        return replace(config, heads=heads, kv_heads=kv_heads, hidden=heads * head_dim,
+                       **fields)
+    return replace(config, heads=heads, kv_heads=kv_heads, explicit_head_dim=head_dim,
+                   hidden=small(config.hidden), **fields)
 
 
 def shrink(size: int, devices: int, *, keep_local: bool) -> int:

@@ -52,6 +52,7 @@ from graphs.zoo.hf import (
     read_hf_config,
 )
 from graphs.zoo.models import build_graph
+from graphs.zoo.recover import config_of
 
 __all__ = [
     "HF_OVERRIDES",
@@ -70,6 +71,7 @@ __all__ = [
     "build",
     "build_config",
     "config",
+    "config_of",
     "from_hf_config",
     "hf_model_types",
     "is_hf_config",

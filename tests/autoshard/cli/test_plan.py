@@ -103,3 +103,41 @@ def test_a_looser_gap_is_stated_and_kept(tmp_path) -> None:
     assert objective["lower_bound_s"] <= exact["total_s"] * (1 + 1e-9)
     assert objective["total_s"] >= exact["total_s"] * (1 - 1e-9)
     assert any("relative gap of 0.05 (--gap)" in note for note in loose["notes"])
+
+
+# Published parameter counts of the shared Hugging Face configs (tests/data/hf-configs/README.md)
+PUBLISHED = {"gpt2.json": 124_439_808, "llama-3.2-1b.json": 1_235_814_400,
+             "llama-3.1-8b.json": 8_030_261_248, "mistral-7b-v0.1.json": 7_241_732_096,
+             "qwen2.5-7b.json": 7_615_616_512}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED), ids=sorted(PUBLISHED))
+def test_a_hugging_face_config_plans_with_its_published_parameter_count(name: str) -> None:
+    from tests.support import DATA_DIR
+
+    path = str(DATA_DIR / "hf-configs" / name)
+    result = CliRunner().invoke(main, ["plan", "--model", path, "--mesh", "tp=8", "--seq",
+                                       "512"])
+    assert result.exit_code == 0, result.output
+    assert f"({PUBLISHED[name]:,} parameters)" in result.output
+    warnings = [line for line in result.output.splitlines() if "warning" in line]
+    assert len(warnings) == (1 if name == "gpt2.json" else 0)  # GPT-2's dropout, one line
+
+
+def test_hugging_face_config_errors_are_one_line(tmp_path) -> None:
+    from tests.support import DATA_DIR
+
+    mistral = str(DATA_DIR / "hf-configs" / "mistral-7b-v0.1.json")
+    refused = CliRunner().invoke(main, ["plan", "--model", mistral, "--hidden", "64"])
+    assert refused.exit_code == 2 and "--hidden" in refused.output
+    window = CliRunner().invoke(main, ["plan", "--model", mistral, "--seq", "8192", "--layers",
+                                       "1", "--mesh", "tp=8"])
+    assert window.exit_code == 0 and "sliding_window=4096" in window.output
+    unknown = tmp_path / "config.json"
+    unknown.write_text('{"model_type": "falcon", "hidden_size": 64}')
+    result = CliRunner().invoke(main, ["plan", "--model", str(unknown)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "llama" in result.output
+    (tmp_path / "empty").mkdir()
+    folder = CliRunner().invoke(main, ["plan", "--model", str(tmp_path / "empty")])
+    assert folder.exit_code == 2 and "folder" in folder.output
