@@ -13,6 +13,7 @@ from pathlib import Path
 from autoshard.errors import UsageError
 
 BENCHMARKS = {
+    "calibration": "autoshard.bench.calibration",
     "enumerate": "autoshard.bench.enumerate",
     "reshard": "autoshard.bench.reshard",
     "scale": "autoshard.bench.scale",

@@ -81,13 +81,19 @@ def test_a_restricted_plan_says_so_and_states_the_gap(tmp_path):
     from click.testing import CliRunner
 
     from autoshard.cli import main
+    from costmodel import dump_topology
+    from tests.support.alpha_beta import alpha_beta_preset
 
+    # the scenario (an LP that does not close) was found on alpha-beta prices: keep them
+    topology = tmp_path / "textbook-h100.toml"
+    topology.write_text(dump_topology(alpha_beta_preset("dgx-h100")))
     result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--layers", "4",
                                        "--mesh", "dp=2,tp=4", "--training", "--overlap",
-                                       "none", "--out", str(tmp_path)])
+                                       "none", "--topology", str(topology),
+                                       "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert "search restricted: layers between the first 1 and the last 1" in result.output
-    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert 0 < plan["objective"]["gap"] <= 0.005
     assert not plan["objective"]["optimal"]
     assert any(note.startswith("search restricted:") for note in plan["notes"])
