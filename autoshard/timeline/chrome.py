@@ -9,12 +9,17 @@ each track is a thread of a process, named by metadata events (``"ph": "M"``:
 timeline's order).
 
 Times are written at 1 ns resolution, each slice's start and end rounded from the same
-seconds, so slices that touch in the timeline touch in the file and nesting survives: Perfetto
-reads ``ts`` and ``dur`` into integer nanoseconds (google/perfetto
-``src/trace_processor/importers/json/json_trace_tokenizer.cc`` at
-``692321f26216e7db4f04c9c19149a21082f854d8``) and drops slices that overlap on one thread
-without nesting. Where the model lets an axis run two things at once (several reshards hidden
-behind one op), the track gets a second lane, a thread named ``dp #2``.
+seconds, so slices that touch in the timeline touch in the file and nesting survives. Perfetto
+reads ``ts`` and ``dur`` into integer nanoseconds two ways (google/perfetto
+``src/trace_processor/importers/json/json_utils.cc`` ``CoerceToTs`` at
+``54f9b3fc4aad6667a9c24604c8abb531ba310eef``): ``ts`` from the number's text, its decimal
+digits shifted three places and cut (``json_trace_tokenizer.cc`` at
+``692321f26216e7db4f04c9c19149a21082f854d8``), ``dur`` from the parsed double as
+``int64(dur · 1000.0)``, cut toward zero (``json_trace_parser_impl.cc`` at
+``74fbed7d43de71e92e8042f931c76a2662554efc``). :func:`microseconds` writes each value so that
+both readings give the same nanoseconds. Slices of one thread that overlap without nesting
+cannot all be shown; where the model lets an axis run two things at once (several reshards
+hidden behind one op), the track gets a second lane, a thread named ``dp #2``.
 
 :func:`trace_events` takes any slices and tracks: a schedule of several pipeline stages (one
 process each) writes through it unchanged.
@@ -23,6 +28,7 @@ process each) writes through it unchanged.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -59,8 +65,8 @@ def trace_events(slices: Sequence[Slice], tracks: Sequence[Track]) -> list[dict[
         pid = pids[piece.track.process]
         tid = tids[(piece.track, lanes[piece.track][index])]
         events.append(((start, pid, tid, index), {
-            "name": piece.name, "cat": piece.category.value, "ph": "X", "ts": start / 1000,
-            "dur": (end - start) / 1000, "pid": pid, "tid": tid, "args": dict(piece.args)}))
+            "name": piece.name, "cat": piece.category.value, "ph": "X", "ts": microseconds(start),
+            "dur": microseconds(end - start), "pid": pid, "tid": tid, "args": dict(piece.args)}))
     events.sort(key=lambda pair: pair[0])
     return meta + [event for _, event in events]
 
@@ -68,7 +74,7 @@ def trace_events(slices: Sequence[Slice], tracks: Sequence[Track]) -> list[dict[
 def chrome_trace(timeline: Timeline) -> dict[str, Any]:
     """The timeline as a Trace Event Format JSON object."""
     return {"traceEvents": trace_events(timeline.slices, timeline.tracks),
-            "otherData": {**timeline.metadata, "end_us": _ns(timeline.end_s) / 1000,
+            "otherData": {**timeline.metadata, "end_us": microseconds(_ns(timeline.end_s)),
                           "resolution_ns": 1}}
 
 
@@ -90,6 +96,25 @@ def write_trace(plan: Plan, path: str | Path) -> Timeline:
 
 def _ns(seconds: float) -> int:
     return round(seconds * NS_PER_S)
+
+
+def microseconds(ns: int) -> float:
+    """``ns`` nanoseconds as the microseconds a trace holds, read back as ``ns`` both by the
+    number's digits and by ``int(x · 1000.0)``: the double nearest ``ns / 1000`` when its
+    product is not below ``ns`` (about 99 % of values), else the next doubles up, whose extra
+    digits the digit reading cuts off.
+
+    >>> microseconds(686244), microseconds(7)
+    (686.244, 0.007)
+    >>> 1.001 * 1000.0
+    1000.9999999999999
+    >>> microseconds(1001)
+    1.0010000000000001
+    """
+    value = ns / 1000
+    while int(value * 1000.0) < ns:
+        value = math.nextafter(value, math.inf)
+    return value
 
 
 def _lanes(timed: list[tuple[int, int, int, Slice]]) -> dict[int, int]:
@@ -114,4 +139,4 @@ def _meta(name: str, pid: int, tid: int | None, args: dict[str, Any]) -> dict[st
     return event
 
 
-__all__ = ["NS_PER_S", "chrome_trace", "trace_events", "trace_json", "write_trace"]
+__all__ = ["NS_PER_S", "chrome_trace", "microseconds", "trace_events", "trace_json", "write_trace"]

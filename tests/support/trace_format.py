@@ -12,11 +12,15 @@ Rules, with where they come from:
   ``process_sort_index``, ``thread_name`` or ``thread_sort_index``, carry ``args.name``
   (a string), ``args.labels`` or ``args.sort_index`` (an integer), and the thread ones a
   ``tid``.
-* Perfetto's JSON importer (google/perfetto
-  ``src/trace_processor/importers/json/json_trace_tokenizer.cc`` at
-  ``692321f26216e7db4f04c9c19149a21082f854d8``): ``ts`` and ``dur`` become integer
-  nanoseconds (``llround(µs · 1000)``), a ``tid`` of 0 means the pid, and slices of one
-  thread must nest: two that overlap without one containing the other cannot both be shown.
+* Perfetto's JSON importer (google/perfetto, ``src/trace_processor/importers/json/``):
+  ``ts`` becomes integer nanoseconds from the number's text, its decimal digits shifted three
+  places and cut (``json_trace_tokenizer.cc`` at ``692321f26216e7db4f04c9c19149a21082f854d8``
+  passes the raw text to ``CoerceToTs(const std::string&)`` in ``json_utils.cc`` at
+  ``54f9b3fc4aad6667a9c24604c8abb531ba310eef``); ``dur`` from the parsed double,
+  ``static_cast<int64_t>(dur * 1000.0)`` (``json_trace_parser_impl.cc`` at
+  ``74fbed7d43de71e92e8042f931c76a2662554efc`` calls ``CoerceToTs(value["dur"])``); a
+  missing ``tid`` means the pid; slices of one thread must nest: two that overlap without one
+  containing the other cannot both be shown.
 
 :func:`read_trace` checks all of that and returns the complete events with integer
 nanosecond times and their thread names, so tests can ask questions of the file itself.
@@ -70,7 +74,7 @@ class Trace:
 
 def read_trace(path: str | Path) -> Trace:
     """Parse and check one trace file (AssertionError naming the first rule broken)."""
-    data = json.loads(Path(path).read_text())
+    data = json.loads(Path(path).read_text(), parse_float=Number)
     assert isinstance(data, dict), "the JSON Object Format is an object"
     assert isinstance(data.get("traceEvents"), list), "traceEvents must be a list"
     assert set(data) - {"traceEvents"} <= OPTIONAL_TOP_KEYS, set(data)
@@ -118,13 +122,38 @@ def _complete(event: dict) -> tuple[dict, int, int]:
     assert isinstance(event.get("tid"), int), event
     assert isinstance(event.get("cat", ""), str), event
     assert isinstance(event.get("args", {}), dict), event
-    start = _llround(event["ts"] * 1000)
-    return event, start, start + _llround(event["dur"] * 1000)
+    start, dur = _digits_ns(event["ts"]), _double_ns(event["dur"])
+    # a file that reads the same both ways does not depend on the Perfetto version
+    assert (_double_ns(event["ts"]), _digits_ns(event["dur"])) == (start, dur), event
+    return event, start, start + dur
 
 
-def _llround(x: float) -> int:
-    """C's llround: halves away from zero (Python's round goes to even)."""
-    return math.floor(abs(x) + 0.5) * (1 if x >= 0 else -1)
+class Number(float):
+    """A JSON number that keeps its text (``json.loads(parse_float=...)``)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> Number:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def _digits_ns(value: int | float) -> int:
+    """Perfetto's ``CoerceToTs(std::string)``: drop the exponent into the shift, remove the
+    decimal point, keep ``integer digits + exponent + 3`` digits (padding with zeros)."""
+    text = value.text if isinstance(value, Number) else str(value)
+    mantissa, _, exponent = text.lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    keep = max(1, len(whole) + int(exponent or 0) + 3)
+    return int(digits[:keep].ljust(keep, "0"))
+
+
+def _double_ns(value: int | float) -> int:
+    """Perfetto's ``CoerceToTs(Json::Value)``: integers times 1000, reals
+    ``static_cast<int64_t>(value * 1000.0)`` (toward zero)."""
+    return int(value) * 1000 if isinstance(value, int) else int(float(value) * 1000.0)
 
 
 def _check_nesting(events: list[Event]) -> None:
