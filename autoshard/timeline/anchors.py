@@ -75,11 +75,6 @@ class StepView:
         ops = tuple(_op_info(name, record, m) for name, record in plan.ops.items())
         return cls(micro_batches=m, ops=ops, anchors=_anchor(plan.reshards, ops, m))
 
-    def runs_in(self, count: int, micro_batch: int) -> bool:
-        """Whether something run ``count`` times per step, in the last micro-batches, runs in
-        ``micro_batch``."""
-        return micro_batch >= self.micro_batches - count
-
 
 def _op_info(name: str, record: OpRecord, m: int) -> OpInfo:
     op = Op(name=name, kind=record.kind, inputs=(), outputs=())
