@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from autoshard.bench import jax_models as models
-from autoshard.bench.hlo_collectives import KINDS, count_collectives
 from autoshard.errors import InfeasibleError
+from autoshard.export.hlo_collectives import KINDS, count_collectives
 from autoshard.planning.planner import plan as make_plan
 from autoshard.sharding.mesh import Mesh
 

@@ -302,14 +302,15 @@ def test_uneven_tensor_notes_and_refusals() -> None:
 
 @pytest.mark.parametrize("fmt", ["dtensor", "jax"])
 def test_cli_scripts_are_python_with_every_tensor(plan_file: Path, fmt: str) -> None:
-    """The scripts run in test_export_snippets.py; here: the CLI writes them, complete."""
+    """The scripts run in tests/autoshard/export/; here: the CLI writes them, complete."""
     code, out, _ = _run(str(plan_file), "--format", fmt)
     assert code == 0
     compile(out, f"plan_{fmt}.py", "exec")
     plan = json.loads(plan_file.read_text())
     table = out[out.index("TENSORS = {"):out.index("\n}\n")]
     assert [line.split('"')[1] for line in table.splitlines()[1:]] == list(plan["tensors"])
-    assert out.count("\n    (\"") == len(plan["reshards"])
+    row = '\n    {"tensor": ' if fmt == "jax" else '\n    ("'
+    assert out.count(row) == len(plan["reshards"])
     assert plan["fingerprint"] in out
 
 
