@@ -68,14 +68,28 @@ def export_text(*, plan_path: Path, fmt: str, out_file: Path | None, force: bool
                 training: bool | None, optimizer: str | None, recompute: str | None,
                 **shape: Any) -> str:
     """Everything `export_command` does except writing; returns the exported text."""
-    if out_file is not None and out_file.exists() and not force:
-        raise OutputExistsError(str(out_file.parent), (out_file.name,))
+    if out_file is not None:
+        check_out_file(out_file, force)
     plan = Plan.load(plan_path)
     view = plan_shardings(plan)
     topo, links = plan_links(plan, view.mesh, topology, parse_links(link_specs))
     _check_model(plan, view.mesh, topo, links, model, training, optimizer, recompute, shape)
     reshards = lower_plan_reshards(plan, view, links, float(topo.device.hbm_bw_bytes_per_s))
     return export_plan(plan, view, reshards, fmt)
+
+
+def check_out_file(out_file: Path, force: bool) -> None:
+    """``--out FILE`` can be written: not a directory, no file where a parent directory goes,
+    and not an existing file without ``--force``."""
+    if out_file.is_dir():
+        raise UsageError(f'--out "{out_file}" is a directory; pass a file name')
+    for path in out_file.parents:
+        if path.exists():
+            if not path.is_dir():
+                raise UsageError(f'--out "{out_file}": "{path}" is a file, not a directory')
+            break
+    if out_file.exists() and not force:
+        raise OutputExistsError(str(out_file.parent), (out_file.name,))
 
 
 def _check_model(plan: Any, mesh: Any, topo: Any, links: Any, model: str | None,

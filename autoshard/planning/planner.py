@@ -125,6 +125,7 @@ def plan(
     """
     _check_reserve(reserve, memory_limit, topology)
     check_gap(gap)
+    check_time_limit(time_limit)
     if training and not any(t.role is TensorRole.GRAD for t in graph.tensors.values()):
         graph = training_step_graph(graph, optimizer, recompute)
     topo = resolve_topology(topology)
@@ -153,6 +154,14 @@ def check_gap(gap: float) -> None:
     if not solver.OPTIMALITY_GAP <= gap <= MAX_GAP:
         raise UsageError(f"the gap {gap!r} is outside [{solver.OPTIMALITY_GAP:g}, {MAX_GAP:g}]; "
                          f"pass --gap as a fraction, e.g. 1e-3 for 0.1 %")
+
+
+def check_time_limit(time_limit: float | None) -> None:
+    """A time limit of zero or less leaves the solver no time to find a plan, let alone to
+    bound one: refused, rather than returning an unproven plan with an infinite gap."""
+    if time_limit is not None and not time_limit > 0:
+        raise UsageError(f"the time limit {time_limit!r} s is not positive; pass --time-limit "
+                         "as seconds greater than 0, or omit it to solve without a limit")
 
 
 def training_step_graph(graph: OpGraph, optimizer: str, recompute: str) -> OpGraph:

@@ -38,9 +38,7 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     lines.append(f"step time  {format_seconds(obj.total_s)}  (compute "
                  f"{format_seconds(obj.compute_s)}, communication {format_seconds(obj.comm_s)}, "
                  f"{share:.1%} comm)")
-    proof = "proven optimal" if obj.optimal else f"gap {obj.gap:.4%} to the lower bound"
-    lines.append(f"solver     {obj.status}, {proof}; lower bound "
-                 f"{format_seconds(obj.lower_bound_s)}; solve {format_seconds(obj.solve_s)}")
+    lines.append(_solver_line(obj))
     limit = format_bytes(plan.limit_bytes) if plan.limit_bytes else "none"
     lines.append(f"memory     {format_bytes(plan.peak_bytes_per_device)} per device "
                  f"(limit {limit})" + _breakdown(plan.memory_breakdown))
@@ -55,6 +53,18 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
 
 
 BREAKDOWN_ORDER = ("params", "grads", "optimizer", "activations", "inputs", "reserve")
+
+
+def _solver_line(obj: Any) -> str:
+    """The solver's verdict; a solve stopped before any lower bound says so instead of
+    printing an infinite gap."""
+    solve = f"solve {format_seconds(obj.solve_s)}"
+    if not math.isfinite(obj.lower_bound_s) or not math.isfinite(obj.gap):
+        return (f"solver     {obj.status}, no lower bound proven (the gap to the optimum is "
+                f"unknown); {solve}")
+    proof = "proven optimal" if obj.optimal else f"gap {obj.gap:.4%} to the lower bound"
+    return (f"solver     {obj.status}, {proof}; lower bound {format_seconds(obj.lower_bound_s)}; "
+            f"{solve}")
 
 
 def _breakdown(breakdown: Any) -> str:

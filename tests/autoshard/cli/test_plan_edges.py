@@ -1,0 +1,94 @@
+"""Rough edges of ``autoshard plan`` a new user hits: where ``--out`` cannot be written (found
+before any solving), a time limit that leaves the solver no time, and a solve that stopped
+before proving a bound. Each is one stderr line with the right exit code."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+import autoshard
+from autoshard.cli import main
+from autoshard.planning.summary import summary_text
+from graphs import zoo
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("model") / "mlp.json"
+    zoo.build("mlp", layers=1, batch=8, seq=16, hidden=64, ffn=256).save(path)
+    return str(path)
+
+
+@pytest.fixture
+def no_solving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks must come before the planner runs: it fails the test if called."""
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("planned before checking the output path")
+
+    monkeypatch.setattr("autoshard.cli.plan.plan", refuse)
+
+
+def _one_line(result, code: int, *needles: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == code, result.output
+    assert len(lines) == 1 and lines[0].startswith("autoshard: error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.mark.usefixtures("no_solving")
+def test_out_naming_an_existing_file_is_refused_before_solving(tmp_path, small_model) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    for out in (notes, notes / "sub"):
+        result = CliRunner().invoke(main, ["plan", "--model", small_model, "--out", str(out)])
+        _one_line(result, 2, "notes.txt", "is a file, not a directory")
+    assert notes.read_text() == "mine\n"
+
+
+@pytest.mark.usefixtures("no_solving")
+def test_out_whose_output_name_is_a_directory_is_refused(tmp_path, small_model) -> None:
+    (tmp_path / "plan.json").mkdir()
+    for force in ([], ["--force"]):
+        result = CliRunner().invoke(main, ["plan", "--model", small_model, "--out",
+                                           str(tmp_path), *force])
+        _one_line(result, 2, "plan.json is a directory")
+
+
+@pytest.mark.usefixtures("no_solving")
+def test_existing_outputs_are_refused_before_solving(tmp_path, small_model) -> None:
+    (tmp_path / "costs.csv").write_text("mine\n")
+    result = CliRunner().invoke(main, ["plan", "--model", small_model, "--out", str(tmp_path)])
+    _one_line(result, 2, "costs.csv", "--force")
+
+
+def test_export_out_must_be_a_writable_file(tmp_path, small_model) -> None:
+    plan_dir = tmp_path / "plan"
+    assert CliRunner().invoke(main, ["plan", "--model", small_model, "--out", str(plan_dir),
+                                     "-q"]).exit_code == 0
+    plan_path = str(plan_dir / "plan.json")
+    result = CliRunner().invoke(main, ["export", plan_path, "--out", str(tmp_path)])
+    _one_line(result, 2, "is a directory")
+    result = CliRunner().invoke(main, ["export", plan_path, "--out", f"{plan_path}/x.py"])
+    _one_line(result, 2, "is a file, not a directory")
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "0.0"])
+def test_a_time_limit_that_is_not_positive_is_a_usage_error(small_model, limit: str) -> None:
+    result = CliRunner().invoke(main, ["plan", "--model", small_model, "--time-limit", limit])
+    _one_line(result, 2, "--time-limit", "greater than 0")
+
+
+def test_a_solve_stopped_before_any_bound_says_so() -> None:
+    graph = zoo.build("mlp", layers=1, batch=8, seq=16, hidden=64, ffn=256)
+    plan = autoshard.plan(graph, autoshard.Mesh.parse("tp=2"))
+    stopped = replace(plan, objective=replace(plan.objective, optimal=False, gap=math.inf,
+                                              lower_bound_s=-math.inf, status="time_limit"))
+    line = next(x for x in summary_text(stopped, []).splitlines() if x.startswith("solver"))
+    assert "no lower bound proven" in line and "inf" not in line
+    line = next(x for x in summary_text(plan, []).splitlines() if x.startswith("solver"))
+    assert "proven optimal" in line and "lower bound" in line
