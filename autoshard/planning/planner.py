@@ -41,6 +41,7 @@ from autoshard.planning.layers import repeated_blocks
 from autoshard.planning.memory import build_memory_model
 from autoshard.planning.node_costs import NodeTerms, node_terms, op_strategies, structure_key
 from autoshard.planning.output_fix import output_fix
+from autoshard.planning.progress import status
 from autoshard.planning.record import Objective, Plan, TensorRecord
 from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
@@ -196,8 +197,9 @@ class _Planner:
         nodes = [node_terms(self.graph, op, strats, self.mesh, self.topology, self.links)
                  for op, strats in self._progress(
                      list(zip(self.ops, self.strategies, strict=True)), "price ops")]
-        edges = edge_matrices(self.graph, self.ops, self.strategies, self.links,
-                                 self.hbm_bw)
+        with status("pricing reshards", self.options.progress):
+            edges = edge_matrices(self.graph, self.ops, self.strategies, self.links,
+                                  self.hbm_bw)
         loops = next_step_edges(self.graph, self.ops, self.strategies, self.links,
                                    self.hbm_bw)
         self.memory = build_memory_model(self.graph, self.ops, [n.memory for n in nodes],
@@ -217,7 +219,9 @@ class _Planner:
             blocks=self.blocks,
         )
         t2 = time.perf_counter()
-        solution = self._solve(problem, limit)
+        label = f"solving ({len(self.ops)} ops, {sum(len(s) for s in self.strategies)} options)"
+        with status(label, self.options.progress):
+            solution = self._solve(problem, limit)
         self.timings["solve_s"] = time.perf_counter() - t2
         t3 = time.perf_counter()
         result = self._decode(solution, nodes, edges, loops, limit)

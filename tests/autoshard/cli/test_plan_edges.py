@@ -92,3 +92,45 @@ def test_a_solve_stopped_before_any_bound_says_so() -> None:
     assert "no lower bound proven" in line and "inf" not in line
     line = next(x for x in summary_text(plan, []).splitlines() if x.startswith("solver"))
     assert "proven optimal" in line and "lower bound" in line
+
+
+def test_a_long_phase_shows_a_status_line_and_a_short_one_nothing(monkeypatch) -> None:
+    import io
+    import time
+
+    from autoshard.planning.progress import status
+
+    for enabled, seconds, shown in ((True, 0.4, True), (True, 0.0, False), (False, 0.4, False)):
+        err = io.StringIO()
+        monkeypatch.setattr("sys.stderr", err)
+        with status("solving (3 ops)", enabled, delay_s=0.1, interval_s=0.05):
+            time.sleep(seconds)
+        assert ("solving (3 ops): 00:00" in err.getvalue()) == shown, (enabled, seconds)
+
+
+@pytest.mark.parametrize(("flags", "terminal", "progress"), [
+    ([], True, True), (["-q"], True, False), ([], False, False)])
+def test_plan_asks_for_progress_on_a_terminal_unless_quiet(monkeypatch, small_model, flags,
+                                                           terminal, progress) -> None:
+    asked = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_plan(*args: object, **kwargs: object) -> None:
+        asked.update(kwargs)
+        raise Stop
+
+    class Stderr:
+        def isatty(self) -> bool:
+            return terminal
+
+    monkeypatch.setattr("autoshard.cli.plan.plan", fake_plan)
+    monkeypatch.setattr("autoshard.cli.plan.sys.stderr", Stderr())
+    with pytest.raises(Stop):
+        from autoshard.cli.plan import run_plan
+
+        run_plan(model=small_model, mesh_text="tp=2", topology="dgx-h100", link_specs=(),
+                 memory=None, training=False, out_dir=None, force=False, time_limit=None,
+                 quiet="-q" in flags, as_json=False)
+    assert asked["progress"] is progress
