@@ -134,3 +134,9 @@ def test_plan_asks_for_progress_on_a_terminal_unless_quiet(monkeypatch, small_mo
                  memory=None, training=False, out_dir=None, force=False, time_limit=None,
                  quiet="-q" in flags, as_json=False)
     assert asked["progress"] is progress
+
+
+def test_a_model_folder_without_a_config_is_one_line(tmp_path) -> None:
+    for model in (str(tmp_path), f"{tmp_path}/"):
+        result = CliRunner().invoke(main, ["plan", "--model", model])
+        _one_line(result, 2, "is a folder without a config.json")
