@@ -140,3 +140,10 @@ def test_a_model_folder_without_a_config_is_one_line(tmp_path) -> None:
     for model in (str(tmp_path), f"{tmp_path}/"):
         result = CliRunner().invoke(main, ["plan", "--model", model])
         _one_line(result, 2, "is a folder without a config.json")
+
+
+def test_a_sweep_refuses_a_time_limit_that_is_not_positive_before_any_point(tmp_path) -> None:
+    result = CliRunner().invoke(main, ["sweep", "--model", "mlp", "--devices", "2",
+                                       "--time-limit", "0", "--out", str(tmp_path / "s")])
+    _one_line(result, 2, "--time-limit")
+    assert not (tmp_path / "s" / "sweep.csv").exists()
