@@ -182,7 +182,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
             "sharded_params": sharded_params,
             "params": sum(1 for t in plan.tensors.values() if t.role == "param"),
             "memory_limit": limit, "peak_bytes": plan.peak_bytes_per_device,
-            "optimal": plan.objective.optimal}
+            "optimal": plan.objective.optimal, "gap": plan.objective.gap,
+            "status": plan.objective.status}
 
 
 if __name__ == "__main__":
