@@ -169,7 +169,8 @@ def check(mesh, values=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if not dist.is_initialized():
+    owned = not dist.is_initialized()
+    if owned:
         dist.init_process_group()  # torchrun provides the rendezvous environment
     mesh = make_mesh()
     values = dict(np.load(args.values)) if args.values else None
@@ -177,7 +178,11 @@ def main(argv=None):
     records = check(mesh, values)
     for record in records:
         record["value"] = _numpy(record["value"])
-    return report(records, placed, args, dist.get_rank() == 0)
+    code = report(records, placed, args, dist.get_rank() == 0)
+    if owned:
+        dist.barrier()  # no rank tears the group down while another still talks to it
+        dist.destroy_process_group()
+    return code
 
 
 def _numpy(tensor):

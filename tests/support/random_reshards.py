@@ -123,6 +123,7 @@ def main(argv: list[str]) -> int:
     result = run_dtensor(mesh, drawn)
     if dist.get_rank() == 0:
         print(json.dumps(result))
+    dist.barrier()  # no rank tears the group down while another still talks to it
     dist.destroy_process_group()
     return 0
 

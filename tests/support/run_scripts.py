@@ -4,7 +4,7 @@ Each ``DIR`` holds ``plan_<FORMAT>.py`` and ``values.npz``; the script's own ``m
 ``--values``, ``--report`` and ``--results`` pointing into ``DIR`` and its exit code goes to
 ``DIR/exit_<FORMAT>.txt``. One process for all scripts because start-up (importing torch or
 jax, Gloo's rendezvous) costs more than the scripts. Under ``torchrun`` every rank runs every
-script; the first script initializes the process group and this runner destroys it.
+script; this runner initializes the process group (so the scripts leave it alone) and destroys it.
 """
 
 from __future__ import annotations
@@ -28,17 +28,17 @@ def run(fmt: str, directory: Path) -> int:
 def main(argv: list[str]) -> int:
     fmt, *directories = argv
     rank = 0
-    for directory in map(Path, directories):
-        code = run(fmt, directory)
-        if fmt == "dtensor":
-            import torch.distributed as dist
-
-            rank = dist.get_rank()
-        if rank == 0:
-            (directory / f"exit_{fmt}.txt").write_text(f"{code}\n")
     if fmt == "dtensor":
         import torch.distributed as dist
 
+        dist.init_process_group("gloo")  # one group for every script (they leave it alone)
+        rank = dist.get_rank()
+    for directory in map(Path, directories):
+        code = run(fmt, directory)
+        if rank == 0:
+            (directory / f"exit_{fmt}.txt").write_text(f"{code}\n")
+    if fmt == "dtensor":
+        dist.barrier()  # no rank tears the group down while another still talks to it
         dist.destroy_process_group()
     return 0
 
