@@ -87,10 +87,12 @@ def trace_json(timeline: Timeline) -> str:
 
 
 def write_trace(plan: Plan, path: str | Path) -> Timeline:
-    """Lay out ``plan``'s step and write it to ``path`` as a Chrome trace; return the
-    timeline."""
+    """Lay out ``plan``'s step and write it to ``path`` (making its directory) as a Chrome
+    trace; return the timeline."""
     timeline = step_timeline(plan)
-    Path(path).write_text(trace_json(timeline))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(trace_json(timeline))
     return timeline
 
 

@@ -145,3 +145,18 @@ def test_records_that_cannot_make_a_step_name_the_culprit(planned, tmp_path) -> 
         f"autoshard: error: cannot lay out the step: op {first} (source) runs 1 times per "
         "step, expected 2 with 2 micro-batches; re-plan to get consistent records"]
     assert not (tmp_path / "t.json").exists()
+
+
+def test_an_unwritable_out_is_refused_before_any_work(planned, tmp_path) -> None:
+    """A directory where the file goes, or a file where its directory goes: one line, exit 2;
+    a missing directory is made."""
+    plan = str(planned / "out" / "plan.json")
+    (tmp_path / "file").write_text("")
+    for out, needle in ((tmp_path, "is a directory"), (tmp_path / "file" / "t.json",
+                                                       "is a file, not a directory")):
+        result = run("trace", plan, "--out", str(out), "--force")
+        assert result.exit_code == 2 and needle in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+    made = run("trace", plan, "--out", str(tmp_path / "new" / "dir" / "t.json"))
+    assert made.exit_code == 0, made.output
+    read_trace(tmp_path / "new" / "dir" / "t.json")
