@@ -1,7 +1,8 @@
 """Where each record of a saved plan belongs in a step, read from the records alone.
 
 An op's phase comes from its kind and name (:func:`autoshard.planning.step.phase_of`): forward
-and backward ops run once per micro-batch, optimizer ops once per step after the last one.
+and backward ops run once per micro-batch, optimizer ops once per step after the last one, and
+its runs per step are :func:`autoshard.planning.step.node_counts`'s.
 Every reshard record is anchored to the op (or layer window) it runs with:
 
 * ``overlap == "op H"``: beside op ``H`` (a gather beside the op it feeds, a gradient
@@ -26,7 +27,14 @@ from dataclasses import dataclass
 from autoshard.errors import TimelineError
 from autoshard.planning.layers import layer_of
 from autoshard.planning.record import OpRecord, Plan, ReshardRecord
-from autoshard.planning.step import Phase, phase_of, slot_label, slot_of
+from autoshard.planning.step import (
+    STORED_KINDS,
+    Phase,
+    node_counts,
+    phase_of,
+    slot_label,
+    slot_of,
+)
 from graphs import Op
 
 
@@ -79,8 +87,11 @@ class StepView:
 def _op_info(name: str, record: OpRecord, m: int) -> OpInfo:
     op = Op(name=name, kind=record.kind, inputs=(), outputs=())
     phase = phase_of(op)
-    expected = 1 if phase is Phase.OPTIMIZER else m
-    if record.count != expected:
+    expected = node_counts([op], m)[0]
+    # parameters and optimizer state hold values and cost nothing: plans saved before they
+    # were counted once per step counted them per micro-batch, which lays out the same
+    allowed = {expected, m} if op.kind in STORED_KINDS else {expected}
+    if record.count not in allowed:
         raise TimelineError(f"op {name} ({phase.value}) runs {record.count} times per step, "
                             f"expected {expected} with {m} micro-batches", item=name)
     found = layer_of(name)
