@@ -79,7 +79,7 @@ def test_split_k_spreads_few_tiles_over_idle_sms() -> None:
 @pytest.mark.parametrize("dim", ["m", "n", "k", "batch"])
 def test_time_never_falls_when_a_dimension_grows(dim: str) -> None:
     dev = device(gemm_k_overhead=100.0, launch_s=3e-6)
-    sizes = dict(m=300, n=700, k=900, batch=1)
+    sizes = {"m": 300, "n": 700, "k": 900, "batch": 1}
     previous = 0.0
     for value in range(1, 3000, 37):
         sizes[dim] = value if dim != "batch" else 1 + value // 100
