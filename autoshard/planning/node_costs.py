@@ -79,9 +79,10 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
     """Price every strategy of ``op``: local compute (the device's kernel model on the local
     GEMM/attention shape, or the flat roofline), intra-op and output collectives."""
     # strategies are a function of the structure and the mesh, and their labels name them
-    # (hashing the Strategy objects themselves cost ~10 % of a gpt2 plan)
+    # (hashing the Strategy objects themselves cost ~10 % of a gpt2 plan); the topology by its
+    # hash, not its repr (a kernel-model device's repr spells ~50 attention rows: 0.1 ms a call)
     key = (structure_key(graph, op), repr(mesh), tuple(s.label for s in strategies),
-           repr(topology), links.describe_key())
+           topology, links.describe_key())
     cached = _NODE_CACHE.get(key)
     if cached is not None:
         return cached
