@@ -97,11 +97,12 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
         for vec, spec in zip((*in_bytes, *out_bytes), (*local_in, *local_out), strict=True):
             vec[k] = spec.nbytes
         if op.kind not in SOURCE_KINDS:
-            flops[k] = opdef.flops(local_in, local_out, op.attrs)
-            compute[k] = compute_seconds(flops[k], opdef.bytes_moved(local_in, local_out,
-                                                                     op.attrs),
+            work = getattr(strat, "work", 1)
+            flops[k] = work * opdef.flops(local_in, local_out, op.attrs)
+            compute[k] = compute_seconds(flops[k], work * opdef.bytes_moved(local_in, local_out,
+                                                                            op.attrs),
                                          dtype, topology.device)
-        comm[k] = sum(c.seconds for c in intra_op_collectives(strat, links))
+        comm[k] = sum(c.seconds for c in intra_op_collectives(strat, links, compute[k]))
         fixup[k] = sum(r.seconds for r in output_fixups(graph, op, strat, links,
                                                           topology.device.hbm_bw_bytes_per_s))
         if op.kind in SOURCE_KINDS:
@@ -125,13 +126,18 @@ def _compute_dtype(ins: tuple[TensorSpec, ...], outs: tuple[TensorSpec, ...]) ->
     return "f32"
 
 
-def intra_op_collectives(strat: Strategy, links: MeshLinks) -> tuple[CollectiveRecord, ...]:
-    """Collectives a hand-written rule performs inside the op (e.g. vocab-parallel loss)."""
+def intra_op_collectives(strat: Strategy, links: MeshLinks, compute_s: float = 0.0
+                         ) -> tuple[CollectiveRecord, ...]:
+    """Collectives a hand-written rule performs inside the op (vocab-parallel loss, ring
+    attention). A collective that runs beside a fraction ``overlap`` of the op's compute
+    (``compute_s``) costs only what that compute does not hide: its record's seconds are the
+    exposed max(0, transfer − overlap·compute)."""
     records = []
     for item in getattr(strat, "intra_op", ()):
         kind, axes, nbytes = item.kind, tuple(item.axes), float(item.bytes)
         group = links.group(axes)
         seconds = float(collective_seconds(CollectiveKind(kind), nbytes, group))
+        seconds = max(0.0, seconds - float(getattr(item, "overlap", 0.0)) * compute_s)
         size = int(np.prod([n for n, _ in group])) if group else 1
         records.append(CollectiveRecord(kind=kind, axes=axes, group_size=size, bytes=nbytes,
                                         seconds=seconds))

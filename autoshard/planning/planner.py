@@ -20,7 +20,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,7 @@ from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
 from autoshard.strategies.derive import Strategy
 from costmodel import Link, Topology, format_bytes
-from graphs import GraphError, OpGraph, TensorRole
+from graphs import GraphError, Op, OpGraph, TensorRole
 from graphs.training import RECOMPUTE_CHOICES, training_graph
 
 logger = logging.getLogger(__name__)
@@ -76,6 +76,7 @@ class PlanOptions:
     model_name: str | None = None
     progress: bool = False
     gap: float = solver.OPTIMALITY_GAP
+    exclude: Callable[[Op, Strategy], bool] | None = None
 
 
 def plan(
@@ -95,6 +96,7 @@ def plan(
     model_name: str | None = None,
     progress: bool = False,
     gap: float = solver.OPTIMALITY_GAP,
+    exclude: Callable[[Op, Strategy], bool] | None = None,
 ) -> Plan:
     """Plan the sharding of every tensor of ``graph`` on ``mesh``.
 
@@ -116,6 +118,9 @@ def plan(
         gap: relative gap to the proven lower bound at which the solver may stop. The
             default proves the plan optimal; a what-if study may take 1e-3 (what sweeps use),
             which is far below what separates mesh shapes and spares most of a 3-axis solve.
+        exclude: ``exclude(op, strategy)`` True takes the strategy out of the search, for
+            "what would the best plan be without X" questions (e.g. without ring attention);
+            the plan is then optimal among the rest.
 
     Returns:
         The :class:`~autoshard.plan.Plan`.
@@ -130,7 +135,7 @@ def plan(
     topo = resolve_topology(topology)
     options = PlanOptions(memory_limit=memory_limit, reserve=float(reserve), time_limit=time_limit,
                           allow_uneven=allow_uneven, backend=backend, model_name=model_name,
-                          progress=progress, gap=float(gap))
+                          progress=progress, gap=float(gap), exclude=exclude)
     return _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
                     options).run()
 
@@ -180,7 +185,8 @@ class _Planner:
 
     def run(self) -> Plan:
         t0 = time.perf_counter()
-        self.strategies = [op_strategies(self.graph, op, self.mesh, self.options.allow_uneven)
+        self.strategies = [self._allowed(op, op_strategies(self.graph, op, self.mesh,
+                                                           self.options.allow_uneven))
                            for op in self._progress(self.ops, "enumerate")]
         self.timings["enumerate_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -214,6 +220,16 @@ class _Planner:
         result = self._decode(solution, nodes, edges, loops, limit)
         self.timings["decode_s"] = time.perf_counter() - t3
         return result
+
+    def _allowed(self, op: Op, strategies: tuple[Strategy, ...]) -> tuple[Strategy, ...]:
+        exclude = self.options.exclude
+        if exclude is None:
+            return strategies
+        kept = tuple(s for s in strategies if not exclude(op, s))
+        if not kept:
+            raise UsageError(f'the exclusion leaves op "{op.name}" ({op.kind}) no strategy; '
+                             "exclude fewer strategies")
+        return kept
 
     def _progress(self, items: Any, phase: str) -> Any:
         """A progress bar on stderr when asked (the CLI asks only on a terminal)."""

@@ -79,6 +79,19 @@ def qwen2_window(document: ConfigDocument, config: ModelConfig) -> str | None:
         else None
 
 
+def mixtral_window(document: ConfigDocument, config: ModelConfig) -> str | None:
+    """MixtralConfig's ``sliding_window`` defaults to None (full attention)."""
+    return _window_text(document.optional_positive_int("sliding_window", None), config,
+                        "every layer")
+
+
+def router_jitter(document: ConfigDocument, _: ModelConfig) -> str | None:
+    """MixtralSparseMoeBlock multiplies the input by uniform noise in training when
+    ``router_jitter_noise`` > 0 (default 0)."""
+    noise = document.number("router_jitter_noise", 0.0)
+    return f"router_jitter_noise={noise:g} (the graph's router sees no noise)" if noise else None
+
+
 def _window_text(window: int | None, config: ModelConfig, where: str) -> str | None:
     if window is None or window >= config.seq:
         return None
@@ -142,6 +155,10 @@ MISTRAL: tuple[Rule, ...] = (silu_activation, mistral_window, partial_rotary,
 QWEN2: tuple[Rule, ...] = (silu_activation, qwen2_window, partial_rotary, attention_dropout,
                            *COMMON)
 GPT2: tuple[Rule, ...] = (gelu_activation, gpt2_dropout, gpt2_attention, *COMMON)
+MIXTRAL: tuple[Rule, ...] = (silu_activation, mixtral_window, router_jitter, partial_rotary,
+                             attention_dropout, quantization)
+QWEN2_MOE: tuple[Rule, ...] = (silu_activation, qwen2_window, partial_rotary, attention_dropout,
+                               quantization)
 
 
 def unmodelled(document: ConfigDocument, config: ModelConfig,

@@ -25,6 +25,7 @@ from typing import Any
 from graphs.errors import GraphError
 from graphs.opgraph import OpGraph
 from graphs.zoo.configs import Activation, Family, ModelConfig, Norm, Position
+from graphs.zoo.moe_config import MoEConfig, Score
 from graphs.zoo.models import build_graph
 
 logger = logging.getLogger(__name__)
@@ -46,14 +47,17 @@ def _read(graph: OpGraph) -> dict[str, Any]:
     family = (Family.GPT2 if has("embed.positions") else Family.LLAMA if has("embed.tokens")
               else Family.TRANSFORMER if has("layers.0.attn.wq") else Family.MLP)
     first = tensors["tokens" if has("tokens") else "x"]
-    w1 = tensors["layers.0.mlp.w1"]
+    moe = _moe(graph, first.shape[0] * first.shape[1], first.shape[1])
+    dense = [n for n in tensors if n.startswith("layers.") and n.endswith(".mlp.w1")]
+    w1 = tensors[dense[0]] if dense else tensors[_first_moe(graph) + ".experts.w1"]
     fields: dict[str, Any] = {
         "name": graph.name, "family": family, "batch": first.shape[0], "seq": first.shape[1],
         "layers": len({op.name.split(".")[1] for op in graph.ops
                        if op.name.startswith("layers.")}),
-        "ffn": w1.shape[1], "dtype": w1.dtype, "vocab": None, "context": None,
+        "ffn": w1.shape[-1], "dtype": w1.dtype, "vocab": None, "context": None, "moe": moe,
         "hidden": tensors["embed.tokens"].shape[1] if has("embed.tokens") else first.shape[2],
-        "activation": Activation.SWIGLU if has("layers.0.mlp.w3") else Activation.GELU,
+        "activation": Activation.SWIGLU if has("layers.0.mlp.w3") or moe is not None
+        else Activation.GELU,
         "bias": has("layers.0.attn.bo") or has("layers.0.mlp.b1"),
         "tied_embeddings": has("embed.tokens") and not has("head.weight"),
         "position": (Position.LEARNED if has("embed.positions") else
@@ -67,6 +71,39 @@ def _read(graph: OpGraph) -> dict[str, Any]:
     fields.update(_attention(graph, fields["hidden"]))
     fields.update(_norm(graph))
     return fields
+
+
+def _first_moe(graph: OpGraph) -> str:
+    """The prefix ``layers.N.moe`` of the first routed-experts layer."""
+    return next(n for n in graph.tensors if n.endswith(".moe.router")).removesuffix(".router")
+
+
+def _moe(graph: OpGraph, tokens: int, seq: int) -> MoEConfig | None:
+    """The MoE config from the first routed layer: sizes from its weights, routing from its
+    ops' attrs; the buffer's load factor as the capacity factor that gives its capacity back
+    (dropless and capacity-factor configs of one buffer size build the same graph)."""
+    if not any(n.endswith(".moe.router") for n in graph.tensors):
+        return None
+    prefix, tensors = _first_moe(graph), graph.tensors
+    experts, expert_ffn = tensors[f"{prefix}.router"].shape[1], \
+        tensors[f"{prefix}.experts.w1"].shape[2]
+    topk = graph.op_by_name(f"{prefix}.topk").attrs
+    capacity = graph.op_by_name(f"{prefix}.dispatch").attrs["capacity"]
+    aux = 0.0
+    if f"{prefix}.aux_scaled" in {op.name for op in graph.ops}:
+        factor = graph.op_by_name(f"{prefix}.aux_scaled").attrs["factor"]
+        aux = factor * topk["k"] * tokens * tokens / experts
+    shared = tensors.get(f"{prefix}.shared.w1")
+    layers = sorted({int(n.split(".")[1]) for n in graph.tensors if n.startswith("layers.")})
+    return MoEConfig(
+        experts=experts, top_k=int(topk["k"]), expert_ffn=expert_ffn,
+        shared_ffn=shared.shape[1] if shared is not None else 0,
+        shared_gate=f"{prefix}.shared_gate" in tensors,
+        score=Score.SIGMOID if graph.op_by_name(f"{prefix}.scores").kind == "sigmoid"
+        else Score.SOFTMAX,
+        normalize=bool(topk.get("normalize", False)), routed_scale=float(topk.get("scale", 1.0)),
+        capacity_factor=capacity * experts / (seq * int(topk["k"])), aux_loss_coef=aux,
+        dense_layers=tuple(i for i in layers if f"layers.{i}.moe.router" not in tensors))
 
 
 def _attention(graph: OpGraph, hidden: int) -> dict[str, Any]:
