@@ -13,7 +13,9 @@ from pathlib import Path
 from autoshard.errors import UsageError
 
 BENCHMARKS = {
+    "context-parallel": "autoshard.bench.context_parallel",
     "enumerate": "autoshard.bench.enumerate",
+    "moe-links": "autoshard.bench.moe_links",
     "reshard": "autoshard.bench.reshard",
     "scale": "autoshard.bench.scale",
     "solver": "autoshard.bench.solver",

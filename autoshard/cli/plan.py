@@ -35,7 +35,8 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
              memory: str | None, training: bool, out_dir: Path | None, force: bool,
              time_limit: float | None, quiet: bool, as_json: bool, allow_uneven: bool = False,
              optimizer: str = "adamw", recompute: str = "none", reserve: str = "0",
-             verify: bool = False, gap: float | None = None, **overrides: Any) -> None:
+             verify: bool = False, gap: float | None = None, expert_axes: str | None = None,
+             **overrides: Any) -> None:
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
     check_out_dir(out_dir, force)
@@ -47,7 +48,9 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
                   memory_limit=limit, time_limit=time_limit, model_name=model,
                   allow_uneven=allow_uneven, training=training, optimizer=optimizer,
                   recompute=recompute, reserve=float(parse_bytes(reserve)),
-                  progress=sys.stderr.isatty() and not quiet, gap=requested_gap)
+                  progress=sys.stderr.isatty() and not quiet, gap=requested_gap,
+                  expert_axes=tuple(a.strip() for a in expert_axes.split(","))
+                  if expert_axes else None)
     if verify:
         result = verify_and_attach(result, graph)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
@@ -88,7 +91,7 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.command("plan")
 @click.option("--model", default="gpt2", show_default=True,
               help="A zoo model name (see `autoshard models`), a Hugging Face config.json "
-                   "(llama, mistral, qwen2, gpt2) or a graph JSON file.")
+                   "(llama, mistral, qwen2, gpt2, mixtral, qwen2_moe) or a graph JSON file.")
 @click.option("--mesh", "mesh_text", default="dp=2,tp=4", show_default=True,
               help="Mesh axes major first, e.g. dp=8,tp=8.")
 @click.option("--topology", default="dgx-h100", show_default=True,
@@ -110,6 +113,9 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.option("--allow-uneven", is_flag=True,
               help="Also shard dims that do not divide (torch.chunk sizes; the largest shard "
                    "is costed). Such layouts are never resharded.")
+@click.option("--expert-axes", default=None, metavar="AXES",
+              help="Shard the mixture-of-experts weights' experts over exactly these mesh "
+                   "axes, e.g. ep or dp,ep (default: the search decides).")
 @click.option("--verify", is_flag=True,
               help="Run the plan on an emulated mesh (NumPy, dims scaled down) and compare with "
                    "the unsharded model; the verdict goes into plan.json; exit 1 on a mismatch.")

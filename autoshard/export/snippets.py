@@ -28,6 +28,7 @@ from typing import Any
 
 from autoshard.export.check import check_exportable
 from autoshard.export.dtensor import to_dtensor_source
+from autoshard.export.framework_notes import framework_notes
 from autoshard.export.jax_spec import partition_spec_entries
 from autoshard.export.lowering import LoweredReshard
 from autoshard.export.plan_view import PlanShardings
@@ -59,6 +60,17 @@ def _header(plan: Any, view: PlanShardings, fmt: str) -> str:
         "training step, or run it to place random parameters and inputs and apply every\n"
         'planned reshard.\n"""\n'
     )
+
+
+def _framework_block(plan: Any) -> str:
+    """Comment lines naming what the plan needs framework code for (MoE routing, ring
+    attention; :mod:`autoshard.export.framework_notes`), empty when nothing."""
+    notes = framework_notes(plan)
+    if not notes:
+        return ""
+    lines = ["# This plan needs framework-level code beyond placing tensors and the reshards:"]
+    lines += [f"#   {line}" for note in notes for line in note.lines()]
+    return "\n".join(lines) + "\n"
 
 
 def _placed(view: PlanShardings) -> list[str]:
@@ -97,6 +109,7 @@ def dtensor_script(plan: Any, view: PlanShardings, reshards: tuple[LoweredReshar
     )
     return (
         _header(plan, view, "dtensor")
+        + _framework_block(plan)
         + _DTENSOR_IMPORTS
         + f"MESH_SHAPE = {_shape(view.mesh.axis_sizes)}\n"
         + f"MESH_AXES = {_shape(tuple(repr(n) for n in view.mesh.axis_names))}\n"
@@ -216,6 +229,7 @@ def jax_script(plan: Any, view: PlanShardings, reshards: tuple[LoweredReshard, .
     )
     return (
         _header(plan, view, "jax")
+        + _framework_block(plan)
         + _JAX_IMPORTS
         + f"MESH_SHAPE = {_shape(view.mesh.axis_sizes)}\n"
         + f"MESH_AXES = {_shape(tuple(repr(n) for n in view.mesh.axis_names))}\n"

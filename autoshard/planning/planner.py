@@ -20,7 +20,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from autoshard.planning.decode import (
     sdy_string,
 )
 from autoshard.planning.edge_costs import Edge, edge_matrices, next_step_edges
+from autoshard.planning.experts import expert_axes_filter
 from autoshard.planning.layers import repeated_blocks
 from autoshard.planning.memory import build_memory_model
 from autoshard.planning.node_costs import NodeTerms, node_terms, op_strategies, structure_key
@@ -97,6 +98,7 @@ def plan(
     progress: bool = False,
     gap: float = solver.OPTIMALITY_GAP,
     exclude: Callable[[Op, Strategy], bool] | None = None,
+    expert_axes: Sequence[str] | None = None,
 ) -> Plan:
     """Plan the sharding of every tensor of ``graph`` on ``mesh``.
 
@@ -121,6 +123,9 @@ def plan(
         exclude: ``exclude(op, strategy)`` True takes the strategy out of the search, for
             "what would the best plan be without X" questions (e.g. without ring attention);
             the plan is then optimal among the rest.
+        expert_axes: shard every mixture-of-experts weight's expert dim over exactly these
+            mesh axes (expert parallelism by request; by default the search decides), see
+            :mod:`autoshard.planning.experts`.
 
     Returns:
         The :class:`~autoshard.plan.Plan`.
@@ -133,11 +138,20 @@ def plan(
     if training and not any(t.role is TensorRole.GRAD for t in graph.tensors.values()):
         graph = training_step_graph(graph, optimizer, recompute)
     topo = resolve_topology(topology)
+    if expert_axes:
+        exclude = _both(exclude, expert_axes_filter(graph, mesh, expert_axes))
     options = PlanOptions(memory_limit=memory_limit, reserve=float(reserve), time_limit=time_limit,
                           allow_uneven=allow_uneven, backend=backend, model_name=model_name,
                           progress=progress, gap=float(gap), exclude=exclude)
     return _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
                     options).run()
+
+
+def _both(first: Callable[[Op, Strategy], bool] | None,
+          second: Callable[[Op, Strategy], bool]) -> Callable[[Op, Strategy], bool]:
+    if first is None:
+        return second
+    return lambda op, strategy: first(op, strategy) or second(op, strategy)
 
 
 def _check_reserve(reserve: float, memory_limit: float | None, topology: Topology | str) -> None:

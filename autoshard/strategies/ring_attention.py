@@ -114,8 +114,8 @@ def ring_backward(group: Sequence[Coord], local: Mapping[Coord, Sequence[np.ndar
         lse = top + np.log(sum(np.exp(b - top[..., None]).sum(axis=-1) for b in blocks))
         pairs[r] = [np.exp(b - lse[..., None]) for b in blocks]
     dq = {c: np.zeros_like(local[c][0], dtype=np.float64) for c in group}
-    dk = {c: np.zeros(local[c][1].shape[:2] + (hq, local[c][1].shape[3])) for c in group}
-    dv = {c: np.zeros(local[c][2].shape[:2] + (hq, local[c][2].shape[3])) for c in group}
+    dk = {c: np.zeros((*local[c][1].shape[:2], hq, local[c][1].shape[3])) for c in group}
+    dv = {c: np.zeros((*local[c][2].shape[:2], hq, local[c][2].shape[3])) for c in group}
     for r, coord in enumerate(group):
         q, dout = local[coord][0], local[coord][3]
         dprobs = [np.einsum("bshe,bthe->bhst", dout, local[group[j]][2][:, :, heads])

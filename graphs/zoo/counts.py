@@ -8,8 +8,8 @@ Per decoder layer with hidden h, q width a = heads·d, kv width k = kv_heads·d,
 attention h·a + 2·h·k + a·h (+ a + 2k biases on q, k, v when ``bias`` or ``qkv_bias``, + h on
 the output when ``bias``), FFN (3 if gated else 2)·h·f (+ f + h biases),
 two norms of h each (2h each with LayerNorm's bias); an MoE layer has, instead of the FFN, a
-router h·E, E experts of 3·h·f_e and a shared expert 3·h·f_s (+ h for its gate). Around the layers: token table V·h,
-learned positions context·h, a final norm, and an untied head h·V.
+router h·E, E experts of 3·h·f_e and a shared expert 3·h·f_s (+ h for its gate). Around the
+layers: token table V·h, learned positions context·h, a final norm, and an untied head h·V.
 
 Example (GPT-2 small: h 768, 12 layers, V 50257, context 1024, tied):
 12·(12h² + 13h) + V·h + 1024·h + 2h = 124,439,808.

@@ -4,7 +4,9 @@ Why: users plan the model they have, and what they have is a checkpoint's ``conf
 The file is mapped onto a :class:`~graphs.zoo.configs.ModelConfig`, so the zoo's graph
 builder and its closed-form parameter count serve it exactly as they serve the presets: a
 Llama, Mistral or Qwen2 config is a Llama-family decoder (RMSNorm, SwiGLU, rotary), a GPT-2
-config a GPT-2 (LayerNorm, GELU, learned positions, biases everywhere, tied head). Field names
+config a GPT-2 (LayerNorm, GELU, learned positions, biases everywhere, tied head); a Mixtral
+or Qwen2-MoE config a Llama-family decoder whose FFNs are routed experts (their fields are read
+by :mod:`graphs.zoo.hf_moe`). Field names
 and the defaults of absent fields follow the Hugging Face classes in ``transformers``
 (``src/transformers/models/{llama,mistral,qwen2,gpt2}/configuration_*.py`` and
 ``modeling_*.py``): ``num_key_value_heads`` (absent: all heads for Llama, 8 for Mistral, 32 for
@@ -52,12 +54,11 @@ from graphs.ir import DType
 from graphs.opgraph import OpGraph
 from graphs.zoo import counts, hf_moe
 from graphs.zoo import hf_unmodelled as rules
-from graphs.zoo.configs import Activation, Family, ModelConfig, Norm, Position
+from graphs.zoo.configs import Activation, Family, ModelConfig, Norm, Position, moe_overridden
 from graphs.zoo.errors import ModelConfigError, UnknownModelTypeError, UnmodelledFieldsWarning
-from graphs.zoo.moe_config import MoEConfig
-from graphs.zoo.configs import moe_overridden
 from graphs.zoo.hf_document import ConfigDocument, is_hf_config, read_document
 from graphs.zoo.models import build_graph
+from graphs.zoo.moe_config import MoEConfig
 
 logger = logging.getLogger(__name__)
 
@@ -207,7 +208,7 @@ def hf_model_types() -> tuple[str, ...]:
 
     Example:
         >>> hf_model_types()
-        ('gpt2', 'llama', 'mistral', 'qwen2')
+        ('gpt2', 'llama', 'mistral', 'mixtral', 'qwen2', 'qwen2_moe')
     """
     return tuple(sorted(_ARCHITECTURES))
 

@@ -25,8 +25,8 @@ from typing import Any
 from graphs.errors import GraphError
 from graphs.opgraph import OpGraph
 from graphs.zoo.configs import Activation, Family, ModelConfig, Norm, Position
-from graphs.zoo.moe_config import MoEConfig, Score
 from graphs.zoo.models import build_graph
+from graphs.zoo.moe_config import MoEConfig, Score
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,10 @@ def _read(graph: OpGraph) -> dict[str, Any]:
 
 def _first_moe(graph: OpGraph) -> str:
     """The prefix ``layers.N.moe`` of the first routed-experts layer."""
-    return next(n for n in graph.tensors if n.endswith(".moe.router")).removesuffix(".router")
+    for name in graph.tensors:
+        if name.endswith(".moe.router"):
+            return name.removesuffix(".router")
+    raise KeyError("no .moe.router parameter")
 
 
 def _moe(graph: OpGraph, tokens: int, seq: int) -> MoEConfig | None:

@@ -37,7 +37,7 @@ UNIT = Link(alpha_s=1e-5, beta_s_per_byte=1e-9, name="unit")
 
 
 def _links(mesh: Mesh) -> MeshLinks:
-    return MeshLinks.build(mesh, get_preset("dgx-h100"), {name: UNIT for name in mesh.axis_names})
+    return MeshLinks.build(mesh, get_preset("dgx-h100"), dict.fromkeys(mesh.axis_names, UNIT))
 
 
 @pytest.mark.parametrize("n", [2, 4, 8])
