@@ -6,7 +6,7 @@ of ``dgx-h100`` as the mesh ``x=8,y=8``: ``y`` is the eight GPUs of a node (NVLi
 eight nodes. The names mean nothing to the planner; both axes can shard the 8 experts. The
 link of ``x`` sweeps from a slow network to one as fast as NVLink (``--link x=alpha:…,bw:…``,
 alpha kept at the preset's inter-node value); for each point the row says which axes shard the
-experts' weights (dim 0 of ``w1``: expert parallelism), which shard their FFN width (dim 2:
+experts' weights (dim 0 of ``w2``: expert parallelism), which shard their FFN width (dim 1:
 tensor parallelism inside the experts), which carry the dispatch all-to-all, the attention's
 strategy and the step time.
 """
@@ -55,8 +55,8 @@ def point(graph: Any, bw_gbps: float, alpha_us: float) -> dict[str, Any]:
     start = time.perf_counter()
     result = plan(graph, mesh, topology=TOPOLOGY, training=True, model_name=MODEL,
                   links={"x": f"alpha:{alpha_us:g}us,bw:{bw_gbps:g}GB/s"})
-    w1 = result.tensors[f"{LAYER}.moe.experts.w1"].placements
-    experts = _axes_of_dim(w1, names, 0)
+    w2 = result.tensors[f"{LAYER}.moe.experts.w2"].placements
+    experts = _axes_of_dim(w2, names, 0)
     a2a = [c for r in result.reshards if r.tensor == f"{LAYER}.moe.dispatch.out"
            for c in r.collectives if c.kind == "all_to_all"]
     return {
@@ -64,7 +64,7 @@ def point(graph: Any, bw_gbps: float, alpha_us: float) -> dict[str, Any]:
         "inter_node_alpha_us": alpha_us, "step_s": result.objective.total_s,
         "comm_s": result.objective.comm_s, "optimal": result.objective.optimal,
         "expert_axes": experts, "experts_placed": _where(experts, names[-1]),
-        "expert_ffn_axes": _axes_of_dim(w1, names, 2),
+        "expert_ffn_axes": _axes_of_dim(w2, names, 1),
         "dispatch_all_to_all_axes": ";".join(sorted({",".join(c.axes) for c in a2a})) or "-",
         "attention": result.ops[f"{LAYER}.attn.core"].strategy,
         "peak_gib": round(result.peak_bytes_per_device / 2**30, 2),

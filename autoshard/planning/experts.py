@@ -8,9 +8,10 @@ states it: ``expert_axes`` (``--expert-axes``). The experts' weights then shard 
 dim over exactly those axes (in mesh order) and the search optimises everything else.
 
 Which weights hold experts is read off the graph, not its names: the expert dim starts at dim
-1 of every ``moe_dispatch`` output (its buffer [g, E, c, h]), follows einsum letters and
-shape-preserving ops (the experts' SwiGLU) up to ``moe_combine``, and every parameter an einsum
-on that path contracts with the buffer's expert letter is an expert weight, with that dim.
+1 of every ``moe_dispatch`` output (its buffer [g, E, c, h]), follows einsum letters and ops
+that keep the dims up to it (the experts' ``swiglu``) up to ``moe_combine``, and every
+parameter an einsum on that path contracts with the buffer's expert letter is an expert
+weight, with that dim.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def expert_weights(graph: OpGraph) -> dict[str, int]:
             _through_einsum(graph, op, dim_of, weights)
         elif op.kind != "moe_combine" and op.outputs:
             shape = graph.tensors[op.outputs[0]].shape
-            carried = [dim_of[t] for t in op.inputs
-                       if t in dim_of and graph.tensors[t].shape == shape]
+            carried = [dim_of[t] for t in op.inputs if t in dim_of
+                       and graph.tensors[t].shape[:dim_of[t] + 1] == shape[:dim_of[t] + 1]]
             if carried:
                 dim_of[op.outputs[0]] = carried[0]
     return weights

@@ -146,6 +146,8 @@ def _build(sig: DimSignature, choice: tuple[_Option, ...], mesh: Mesh,
            ins: Sequence[TensorSpec], allow_uneven: bool, include_strided: bool
            ) -> Strategy | None:
     sizes = mesh.axis_sizes
+    if len({opt.hand for opt in choice if opt.hand is not None}) > 1:
+        return None  # one hand rule per strategy (its runner and collectives assume one)
     axes_of: dict[str, list[int]] = {}
     for axis, opt in enumerate(choice):
         if opt.factor is not None:

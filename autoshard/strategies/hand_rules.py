@@ -11,6 +11,10 @@ not the op's own reference on local shards:
   vocab axes (three small all-reduces of one f32 per token), after which every device holds the
   full loss: the output is ``Replicate`` on those axes.
 
+* ``attention_bwd`` with the query-head group ``g`` sharded (grouped-query attention with its
+  query heads split finer than its KV heads, as DeepSpeed-Ulysses does with GQA): dq is sharded
+  like q, and dk, dv (sums over the group's query heads) are ``Partial(sum)``. The local
+  computation is the kind's own reference on the local heads.
 * ``attention`` and ``attention_bwd`` with the sequence sharded: ring attention (context
   parallelism). Queries (s) and keys/values (t) are sharded together on the same axes; the
   K/V blocks pass around the ring in n − 1 point-to-point steps, each hidden behind one block
@@ -32,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from autoshard.strategies.ring_attention import ring_backward, ring_forward, ring_groups
+from graphs import get_op
 
 Coord = tuple[int, ...]
 
@@ -60,7 +65,8 @@ HAND_FACTORS: Mapping[str, Mapping[str, HandFactor]] = {
         collectives=(("all_reduce", "max"), ("all_reduce", "sum"), ("all_reduce", "sum")),
         bytes_per_token=4)},
     "attention": {"s": HandFactor(output="replicate", also=("t",), ring="forward")},
-    "attention_bwd": {"s": HandFactor(output="replicate", also=("t",), ring="backward")},
+    "attention_bwd": {"s": HandFactor(output="replicate", also=("t",), ring="backward"),
+                      "g": HandFactor(output="partial")},
 }
 """Per op kind, the blocked factors a hand rule shards. ``also``: factors sharded together
 with it on the same axes (the ring's keys with its queries); ``ring``: the rule is ring
@@ -138,12 +144,16 @@ def cross_entropy_group(logit_shards: Sequence[np.ndarray], starts: Sequence[int
     return np.asarray(loss.mean(), dtype=np.float32)
 
 
-def run_local(kind: str, hand_axes: Sequence[int], axis_sizes: Sequence[int],
+def run_local(kind: str, factor: str, hand_axes: Sequence[int], axis_sizes: Sequence[int],
               specs: Sequence[Any], attrs: Mapping[str, Any],
               local_inputs: Mapping[Coord, Sequence[np.ndarray]]
               ) -> dict[Coord, tuple[np.ndarray, ...]]:
-    """Every device's outputs of a hand rule, given every device's local inputs; ``specs``
-    are the op's global input specs (shapes), ``attrs`` its attrs with defaults."""
+    """Every device's outputs of the hand rule sharding ``factor``, given every device's local
+    inputs; ``specs`` are the op's global input specs (shapes), ``attrs`` its attrs with
+    defaults."""
+    if kind == "attention_bwd" and factor == "g":
+        reference = get_op(kind).reference
+        return {coord: tuple(reference(arrays, attrs)) for coord, arrays in local_inputs.items()}
     if kind in ("attention", "attention_bwd"):
         return _ring(kind, hand_axes, axis_sizes, specs, attrs, local_inputs)
     if kind == "embedding":

@@ -21,4 +21,5 @@ from graphs.ops import (  # noqa: F401 - imported for their registrations
     shape,
     softmax,
     sources,
+    swiglu,
 )

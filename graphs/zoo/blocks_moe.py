@@ -7,8 +7,9 @@ kinds (:mod:`graphs.ops.moe`), for normed activations x [b, s, h]:
 * router: logits = x·router [h, E] (no bias), scores = softmax or sigmoid of them;
 * top-k: gates and expert indices (``moe_topk``: renormalised and scaled per the config);
 * dispatch per sequence (group = batch row) into buffers [b, E, capacity, h];
-* the experts: a SwiGLU per expert as einsums over the expert dim, weights w1, w3 [E, h, f]
-  and w2 [E, f, h] (Mixtral's w1/w3/w2; Qwen2-MoE's and DeepSeek's gate/up/down);
+* the experts: a SwiGLU per expert as einsums over the expert dim, packed gate/up weights
+  w13 [E, h, 2, f] and w2 [E, f, h] (Mixtral's w1, w3 and w2; Qwen2-MoE's and DeepSeek's
+  gate/up/down);
 * combine weighted by the gates, plus the shared expert (a dense SwiGLU of width
   ``shared_ffn``, times sigmoid(x·shared_gate [h, 1]) for Qwen2-MoE);
 * the load-balancing loss (softmax routers with ``aux_loss_coef`` > 0): Megatron-Core's
@@ -16,9 +17,9 @@ kinds (:mod:`graphs.ops.moe`), for normed activations x [b, s, h]:
   of the step, in f32, as a [1] vector (the model sums the layers'); the counts carry no
   gradient.
 
-Names: ``{prefix}.router`` and ``{prefix}.experts.w{1,2,3}`` (params), ops ``{prefix}.logits``,
-``.scores``, ``.topk`` (outputs ``.gates``, ``.experts``), ``.dispatch``, ``.experts.gate``/
-``.up``/``.silu``/``.glu``/``.down``, ``.combine``, ``.shared…``, ``.aux…``.
+Names: ``{prefix}.router`` and ``{prefix}.experts.w13``/``.w2`` (params), ops
+``{prefix}.logits``, ``.scores``, ``.topk`` (outputs ``.gates``, ``.experts``), ``.dispatch``,
+``.experts.gate_up``/``.swiglu``/``.down``, ``.combine``, ``.shared…``, ``.aux…``.
 
 What is approximated: DeepSeek-V3's routing picks the top-k of score + a per-expert bias, within
 the best ``topk_group`` of ``n_group`` expert groups; here the top-k of the scores. Both pick k
@@ -63,15 +64,15 @@ def moe_layer(emit: Any, x: str, prefix: str) -> tuple[str, str | None]:
 
 
 def _experts(emit: Any, buffer: str, prefix: str) -> str:
-    """Every expert's SwiGLU on its slots: [b, E, c, h] → [b, E, c, h]."""
+    """Every expert's SwiGLU on its slots: [b, E, c, h] → [b, E, c, h], gate and up as one
+    grouped matmul with packed weights ``w13`` [E, h, 2, f] (Mixtral's w1 and w3 stacked;
+    Megatron-Core's grouped ``fc1``), then ``swiglu``, then ``w2`` [E, f, h]."""
     moe, hidden = emit.config.moe, emit.config.hidden
-    shape_in, shape_out = (moe.experts, hidden, moe.expert_ffn), \
-        (moe.experts, moe.expert_ffn, hidden)
-    w1, w3 = emit.param(f"{prefix}.w1", shape_in), emit.param(f"{prefix}.w3", shape_in)
-    w2 = emit.param(f"{prefix}.w2", shape_out)
-    gate = emit.op("einsum", [buffer, w1], f"{prefix}.gate", equation="bech,ehf->becf")
-    up = emit.op("einsum", [buffer, w3], f"{prefix}.up", equation="bech,ehf->becf")
-    act = emit.op("mul", [emit.op("silu", [gate], f"{prefix}.silu"), up], f"{prefix}.glu")
+    w13 = emit.param(f"{prefix}.w13", (moe.experts, hidden, 2, moe.expert_ffn))
+    w2 = emit.param(f"{prefix}.w2", (moe.experts, moe.expert_ffn, hidden))
+    gate_up = emit.op("einsum", [buffer, w13], f"{prefix}.gate_up",
+                      equation="bech,ehgf->becgf")
+    act = emit.op("swiglu", [gate_up], f"{prefix}.swiglu")
     return emit.op("einsum", [act, w2], f"{prefix}.down", equation="becf,efh->bech")
 
 

@@ -49,12 +49,13 @@ def _read(graph: OpGraph) -> dict[str, Any]:
     first = tensors["tokens" if has("tokens") else "x"]
     moe = _moe(graph, first.shape[0] * first.shape[1], first.shape[1])
     dense = [n for n in tensors if n.startswith("layers.") and n.endswith(".mlp.w1")]
-    w1 = tensors[dense[0]] if dense else tensors[_first_moe(graph) + ".experts.w1"]
+    w1 = tensors[dense[0]] if dense else tensors[_first_moe(graph) + ".experts.w2"]
     fields: dict[str, Any] = {
         "name": graph.name, "family": family, "batch": first.shape[0], "seq": first.shape[1],
         "layers": len({op.name.split(".")[1] for op in graph.ops
                        if op.name.startswith("layers.")}),
-        "ffn": w1.shape[-1], "dtype": w1.dtype, "vocab": None, "context": None, "moe": moe,
+        "ffn": w1.shape[-1] if dense else w1.shape[1], "dtype": w1.dtype, "vocab": None,
+        "context": None, "moe": moe,
         "hidden": tensors["embed.tokens"].shape[1] if has("embed.tokens") else first.shape[2],
         "activation": Activation.SWIGLU if has("layers.0.mlp.w3") or moe is not None
         else Activation.GELU,
@@ -89,7 +90,7 @@ def _moe(graph: OpGraph, tokens: int, seq: int) -> MoEConfig | None:
         return None
     prefix, tensors = _first_moe(graph), graph.tensors
     experts, expert_ffn = tensors[f"{prefix}.router"].shape[1], \
-        tensors[f"{prefix}.experts.w1"].shape[2]
+        tensors[f"{prefix}.experts.w2"].shape[1]
     topk = graph.op_by_name(f"{prefix}.topk").attrs
     capacity = graph.op_by_name(f"{prefix}.dispatch").attrs["capacity"]
     aux = 0.0

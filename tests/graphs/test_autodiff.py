@@ -107,6 +107,7 @@ CASES = [
     Case("moe_combine", [((2, 3, 2, 3), P), ((2, 4, 2), "int:3"), ((2, 4, 2), P)],
          id="weighted"),
     Case("moe_combine", [((2, 3, 2, 3), P), ((2, 4, 2), "int:3")], id="plain"),
+    Case("swiglu", [((2, 3, 2, 4), P)]),
 ]
 _IDS = [f"{c.kind}-{c.id or i}" for i, c in enumerate(CASES)]
 
@@ -117,7 +118,7 @@ NO_VJP = {
     "cross_entropy_bwd", "embedding_bwd", "gelu_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd",
     "tanh_bwd", "layer_norm_bwd_x", "layer_norm_bwd_w", "rms_norm_bwd_x", "rms_norm_bwd_w",
     "log_softmax_bwd", "softmax_bwd", "max_bwd", "pad", "opaque",
-    "moe_topk_bwd", "moe_gate_grad", "expert_counts",
+    "moe_topk_bwd", "moe_gate_grad", "expert_counts", "swiglu_bwd",
 }
 
 

@@ -26,7 +26,7 @@ def test_mixtral_config_plans_with_its_count_and_shards_the_experts(tmp_path) ->
     # one layer of 1,451,270,144, embedding and head 2 × 32000 × 4096, the final norm
     assert "(1,713,418,240 parameters)" in result.output
     plan = json.loads((tmp_path / "plan.json").read_text())
-    assert plan["tensors"]["layers.0.moe.experts.w1"]["placements"] == ["S(0)"]
+    assert plan["tensors"]["layers.0.moe.experts.w13"]["placements"] == ["S(0)"]
 
 
 def test_expert_axes_pin_the_experts(tmp_path) -> None:
@@ -34,7 +34,7 @@ def test_expert_axes_pin_the_experts(tmp_path) -> None:
                  "--training", "--expert-axes", "ep", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
     tensors = json.loads((tmp_path / "plan.json").read_text())["tensors"]
-    for weight in ("w1", "w2", "w3"):
+    for weight in ("w13", "w2"):
         assert tensors[f"layers.0.moe.experts.{weight}"]["placements"][1] == "S(0)"
         assert tensors[f"layers.0.moe.experts.{weight}"]["placements"][0] != "S(0)"
 

@@ -46,7 +46,9 @@ def _run(kind, opdef, attrs, specs, outs, arrays, strategy, mesh) -> list[np.nda
              for c in coords}
     hand_axes = [a for a, name in enumerate(strategy.per_axis) if name.endswith("*")]
     if hand_axes:
-        results = hand_rules.run_local(kind, hand_axes, mesh.axis_sizes, specs, attrs, local)
+        factor = strategy.per_axis[hand_axes[0]].removesuffix("*")
+        results = hand_rules.run_local(kind, factor, hand_axes, mesh.axis_sizes, specs, attrs,
+                                       local)
     else:
         results = {}
         for c in coords:

@@ -49,7 +49,8 @@ def test_topk_is_mixtral_routing_per_token() -> None:
 
 
 def test_moe_layer_without_drops_is_the_per_token_mixture() -> None:
-    """dispatch → expert SwiGLU (einsums with an expert dim) → weighted combine equals, per
+    """dispatch → expert SwiGLU (packed gate/up einsum with an expert dim, swiglu, down) →
+    weighted combine equals, per
     token, Σ_j gate_j · w2_e(silu(x·w1_e) · (x·w3_e)) over its top-2 experts."""
     g, t, h, f, num = 2, 6, 4, 5, 4
     x = RNG.normal(size=(g, t, h))
@@ -58,10 +59,10 @@ def test_moe_layer_without_drops_is_the_per_token_mixture() -> None:
     (probs,) = run("softmax", [RNG.normal(size=(g, t, num))])
     gates, experts = run("moe_topk", [probs], k=2, normalize=True)
     (buf,) = run("moe_dispatch", [x, experts], experts=num, capacity=t)
-    (gate,) = run("einsum", [buf, w1], equation="gech,ehf->gecf")
-    (up,) = run("einsum", [buf, w3], equation="gech,ehf->gecf")
-    (act,) = run("silu", [gate])
-    (down,) = run("einsum", [act * up, w2], equation="gecf,efh->gech")
+    (gate_up,) = run("einsum", [buf, np.stack([w1, w3], axis=2)],
+                     equation="gech,ehkf->geckf")
+    (act,) = run("swiglu", [gate_up])
+    (down,) = run("einsum", [act, w2], equation="gecf,efh->gech")
     (out,) = run("moe_combine", [down, experts, gates])
     for a in range(g):
         for s in range(t):
