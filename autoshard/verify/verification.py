@@ -221,6 +221,8 @@ def scale_config(config: ModelConfig, devices: int, *, keep_local: bool) -> Mode
         fields["vocab"] = small(config.vocab)
     if config.moe is not None:
         fields["moe"] = _scaled_moe(config.moe, small)
+    if config.mla is not None:
+        return _scaled_mla(config, small, fields)
     if config.family is Family.MLP:
         return replace(config, hidden=small(config.hidden), **fields)
     kv_heads = small(config.kv_heads)
@@ -230,6 +232,20 @@ def scale_config(config: ModelConfig, devices: int, *, keep_local: bool) -> Mode
         return replace(config, heads=heads, kv_heads=kv_heads, hidden=heads * head_dim,
                        **fields)
     return replace(config, heads=heads, kv_heads=kv_heads, explicit_head_dim=head_dim,
+                   hidden=small(config.hidden), **fields)
+
+
+def _scaled_mla(config: ModelConfig, small: Any, fields: dict[str, Any]) -> ModelConfig:
+    """Latent attention: heads, ranks and head dims shrunk (the rotary dim as twice its
+    half), the hidden size by the rule; the explicit head dim follows the rotary dim."""
+    mla = config.mla
+    rope = 2 * small(mla.qk_rope_head_dim // 2)
+    scaled = replace(mla, q_lora_rank=None if mla.q_lora_rank is None else small(mla.q_lora_rank),
+                     kv_lora_rank=small(mla.kv_lora_rank),
+                     qk_nope_head_dim=small(mla.qk_nope_head_dim), qk_rope_head_dim=rope,
+                     v_head_dim=small(mla.v_head_dim))
+    heads = small(config.heads)
+    return replace(config, heads=heads, kv_heads=heads, explicit_head_dim=rope, mla=scaled,
                    hidden=small(config.hidden), **fields)
 
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from graphs.ir import DType
 from graphs.opgraph import OpGraph
+from graphs.zoo.blocks_mla import mla_attention
 from graphs.zoo.blocks_moe import moe_layer
+from graphs.zoo.blocks_names import ROPE_COS, ROPE_SIN
 from graphs.zoo.configs import Activation, ModelConfig, Norm, Position
-
-ROPE_COS, ROPE_SIN = "rope.cos", "rope.sin"
 
 
 class Emitter:
@@ -46,9 +46,10 @@ class Emitter:
         bias = self.param(f"{prefix}.b{weight[1:]}", (shape[1],))
         return self.op("add", [y, bias], f"{prefix}.{out}_bias")
 
-    def norm(self, x: str, prefix: str) -> str:
-        """Pre-norm of a sub-block: LayerNorm (weight, bias) or RMSNorm (weight)."""
-        hidden, eps = self.config.hidden, self.config.norm_eps
+    def norm(self, x: str, prefix: str, width: int | None = None) -> str:
+        """Pre-norm of a sub-block: LayerNorm (weight, bias) or RMSNorm (weight), over the
+        hidden size unless ``width`` is given (latent attention's inner norms)."""
+        hidden, eps = self.config.hidden if width is None else width, self.config.norm_eps
         weight = self.param(f"{prefix}.weight", (hidden,))
         if self.config.norm is Norm.RMS_NORM:
             return self.op("rms_norm", [x, weight], prefix, eps=eps)
@@ -64,6 +65,8 @@ class Emitter:
         """Causal multi-head / grouped-query self-attention with output projection; q, k and v
         carry biases when every linear does or when only they do (``qkv_bias``, Qwen2)."""
         config, hidden = self.config, self.config.hidden
+        if config.mla is not None:
+            return mla_attention(self, x, prefix)
         q_width = config.heads * config.head_dim
         kv_width = config.kv_heads * config.head_dim
         biased = config.bias or config.qkv_bias

@@ -23,7 +23,7 @@ from typing import Any
 
 from graphs.ir import DType
 from graphs.zoo.errors import ModelConfigError, UnknownModelError
-from graphs.zoo.moe_config import MoEConfig
+from graphs.zoo.moe_config import MLAConfig, MoEConfig, Score
 
 
 @enum.unique
@@ -94,7 +94,9 @@ class ModelConfig:
     every linear layer (GPT-2); ``qkv_bias`` on the q, k and v projections only (Qwen2).
     ``moe`` makes the FFN of every layer but ``moe.dense_layers`` a routed mixture of experts
     (:class:`~graphs.zoo.moe_config.MoEConfig`); ``ffn`` is then the width of the dense layers'
-    FFN. ``explicit_head_dim`` is a per-head width given outright (a Hugging Face ``head_dim``), so
+    FFN. ``mla`` replaces the attention's projections by multi-head latent attention
+    (:class:`~graphs.zoo.moe_config.MLAConfig`; ``explicit_head_dim`` is then its rotary dim).
+    ``explicit_head_dim`` is a per-head width given outright (a Hugging Face ``head_dim``), so
     ``heads · head_dim`` may differ from ``hidden``; None derives it as ``hidden // heads``.
     ``ffn_multiplier`` and
     ``ffn_multiple_of`` record the Llama FFN rule so that overriding ``hidden`` alone
@@ -126,6 +128,7 @@ class ModelConfig:
     ffn_multiple_of: int = 1
     explicit_head_dim: int | None = None
     moe: MoEConfig | None = None
+    mla: MLAConfig | None = None
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -138,6 +141,8 @@ class ModelConfig:
         _check_attention(self)
         if self.moe is not None:
             self.moe.validate(self.name, self.layers)
+        if self.mla is not None:
+            self.mla.validate(self.name)
         if self.context is not None and self.seq > self.context:
             msg = (f"seq {self.seq} exceeds the model's context {self.context}; "
                    f"use --seq of at most {self.context}")
@@ -219,6 +224,9 @@ _LLAMA3_SOURCE = ("meta-llama/llama-models models/sku_list.py "
                   "@8c88b8c0d75dbd136b6895220c4f56ccbe2f2d24")
 
 
+_DEEPSEEK_SOURCE = ("deepseek-ai/DeepSeek-V3 config.json on the Hugging Face Hub, whose sizes "
+                    "are the defaults of transformers' DeepseekV3Config "
+                    "(src/transformers/models/deepseek_v3/configuration_deepseek_v3.py)")
 _MIXTRAL_SOURCE = ("mistralai/Mixtral-8x7B-v0.1 config.json on the Hugging Face Hub (a copy in "
                    "tests/data/hf-configs); NVIDIA/Megatron-LM examples/mixtral/"
                    "train_mixtral_8x7b_distributed.sh")
@@ -265,6 +273,15 @@ _PRESETS: dict[str, ModelConfig] = {
     "llama3.1-8b": _llama("llama3.1-8b", (32, 4096, 32, 8), 128256, 131072, (1.3, 1024), 5e5),
     "llama3.1-405b": _llama("llama3.1-405b", (126, 16384, 128, 8), 128256, 131072,
                             (1.2, 4096), 5e5),
+    "deepseek-v3": replace(
+        _llama("deepseek-v3", (61, 7168, 128, 128), 129280, 163840, (None, 1), 1e4),
+        ffn=18432, norm_eps=1e-6, explicit_head_dim=64, ffn_multiplier=None,
+        mla=MLAConfig(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
+                      qk_rope_head_dim=64, v_head_dim=128),
+        moe=MoEConfig(experts=256, top_k=8, expert_ffn=2048, shared_ffn=2048,
+                      score=Score.SIGMOID, normalize=True, routed_scale=2.5,
+                      dense_layers=(0, 1, 2)),
+        source=_DEEPSEEK_SOURCE),
     "mixtral-8x7b": replace(
         _llama("mixtral-8x7b", (32, 4096, 32, 8), 32000, 32768, (1.3, 1024), 1e6),
         moe=MoEConfig(experts=8, top_k=2, expert_ffn=14336, normalize=True,

@@ -37,12 +37,29 @@ def norm_params(config: ModelConfig) -> int:
 
 
 def attention_params(config: ModelConfig) -> int:
+    if config.mla is not None:
+        return mla_params(config)
     q_width = config.heads * config.head_dim
     kv_width = config.kv_heads * config.head_dim
     weights = 2 * config.hidden * q_width + 2 * config.hidden * kv_width
     qkv_biases = q_width + 2 * kv_width if config.bias or config.qkv_bias else 0
     o_bias = config.hidden if config.bias else 0
     return weights + qkv_biases + o_bias
+
+
+def mla_params(config: ModelConfig) -> int:
+    """Multi-head latent attention (Hugging Face ``DeepseekV3Attention``): q_a h·r_q, its norm
+    r_q, q_b r_q·H·(n + r) (or q h·H·(n + r) without a q rank), kv_a h·(r_kv + r), its norm
+    r_kv, kv_b r_kv·H·(n + v), o H·v·h."""
+    mla, h, heads = config.mla, config.hidden, config.heads
+    if mla is None:
+        raise AssertionError(f'model "{config.name}" has no latent attention')
+    qk = heads * mla.qk_head_dim
+    q = h * qk if mla.q_lora_rank is None else \
+        h * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * qk
+    kv = h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank \
+        + mla.kv_lora_rank * heads * (mla.qk_nope_head_dim + mla.v_head_dim)
+    return q + kv + heads * mla.v_head_dim * h
 
 
 def ffn_params(config: ModelConfig) -> int:

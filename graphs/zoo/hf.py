@@ -4,9 +4,10 @@ Why: users plan the model they have, and what they have is a checkpoint's ``conf
 The file is mapped onto a :class:`~graphs.zoo.configs.ModelConfig`, so the zoo's graph
 builder and its closed-form parameter count serve it exactly as they serve the presets: a
 Llama, Mistral or Qwen2 config is a Llama-family decoder (RMSNorm, SwiGLU, rotary), a GPT-2
-config a GPT-2 (LayerNorm, GELU, learned positions, biases everywhere, tied head); a Mixtral
-or Qwen2-MoE config a Llama-family decoder whose FFNs are routed experts (their fields are read
-by :mod:`graphs.zoo.hf_moe`). Field names
+config a GPT-2 (LayerNorm, GELU, learned positions, biases everywhere, tied head); a Mixtral,
+Qwen2-MoE or DeepSeek-V3 config a Llama-family decoder whose FFNs are routed experts (their
+fields are read by :mod:`graphs.zoo.hf_moe`; DeepSeek-V3's latent attention is built from its
+matmuls, :mod:`graphs.zoo.blocks_mla`). Field names
 and the defaults of absent fields follow the Hugging Face classes in ``transformers``
 (``src/transformers/models/{llama,mistral,qwen2,gpt2}/configuration_*.py`` and
 ``modeling_*.py``): ``num_key_value_heads`` (absent: all heads for Llama, 8 for Mistral, 32 for
@@ -58,7 +59,7 @@ from graphs.zoo.configs import Activation, Family, ModelConfig, Norm, Position, 
 from graphs.zoo.errors import ModelConfigError, UnknownModelTypeError, UnmodelledFieldsWarning
 from graphs.zoo.hf_document import ConfigDocument, is_hf_config, read_document
 from graphs.zoo.models import build_graph
-from graphs.zoo.moe_config import MoEConfig
+from graphs.zoo.moe_config import MLAConfig, MoEConfig
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +146,20 @@ def _with_moe(base: Callable[[ConfigDocument], dict[str, Any]],
     return read
 
 
+def _deepseek_v3(doc: ConfigDocument) -> dict[str, Any]:
+    """DeepseekV3Config: a Llama-like decoder with latent attention and routed experts; its
+    sizes default to DeepSeek-V3's."""
+    fields = _llama_like(_LlamaDefaults(False, 4096, None))(doc)
+    mla = MLAConfig(q_lora_rank=doc.optional_positive_int("q_lora_rank", 1536),
+                    kv_lora_rank=doc.positive_int("kv_lora_rank", 512),
+                    qk_nope_head_dim=doc.positive_int("qk_nope_head_dim", 128),
+                    qk_rope_head_dim=doc.positive_int("qk_rope_head_dim", 64),
+                    v_head_dim=doc.positive_int("v_head_dim", 128))
+    fields.update(mla=mla, explicit_head_dim=mla.qk_rope_head_dim,
+                  moe=hf_moe.deepseek_v3(doc, fields["layers"]))
+    return fields
+
+
 def _rope_theta(doc: ConfigDocument) -> float:
     """``rope_theta``, or inside ``rope_parameters`` (newer transformers); 10000 when absent."""
     nested = doc.raw("rope_parameters")
@@ -197,6 +212,11 @@ _ARCHITECTURES: dict[str, _Architecture] = {
                                {**_LLAMA_KEYS, "experts": "num_experts",
                                 "top_k": "num_experts_per_tok",
                                 "expert_ffn": "moe_intermediate_size"}),
+    "deepseek_v3": _Architecture(_deepseek_v3, rules.DEEPSEEK_V3,
+                                 {**_LLAMA_KEYS, "experts": "n_routed_experts",
+                                  "top_k": "num_experts_per_tok",
+                                  "expert_ffn": "moe_intermediate_size",
+                                  "explicit_head_dim": "qk_rope_head_dim"}),
 }
 
 _NOT_YET: dict[str, str] = {}
@@ -208,7 +228,7 @@ def hf_model_types() -> tuple[str, ...]:
 
     Example:
         >>> hf_model_types()
-        ('gpt2', 'llama', 'mistral', 'mixtral', 'qwen2', 'qwen2_moe')
+        ('deepseek_v3', 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2', 'qwen2_moe')
     """
     return tuple(sorted(_ARCHITECTURES))
 

@@ -13,7 +13,12 @@ times sigmoid(``shared_expert_gate``); ``num_experts`` 60, ``num_experts_per_tok
 sparse when it is not in ``mlp_only_layers`` and (index + 1) % ``decoder_sparse_step`` is 0,
 otherwise a dense MLP of ``intermediate_size``).
 
-Neither file carries a capacity factor (both models route dropless); the caller's
+``src/transformers/models/deepseek_v3/configuration_deepseek_v3.py`` and
+``modeling_deepseek_v3.py`` (``DeepseekV3MoE``, ``DeepseekV3TopkRouter``: sigmoid scores, a
+selection bias (a buffer, not a parameter) and group-limited top-k, renormalised and scaled by
+``routed_scaling_factor``; shared experts; the first ``first_k_dense_replace`` layers dense).
+
+None of the files carries a capacity factor (both models route dropless); the caller's
 ``capacity_factor`` / ``expert_imbalance`` set the buffer size (see
 :mod:`graphs.zoo.moe_config`).
 """
@@ -53,6 +58,27 @@ def qwen2_moe(doc: ConfigDocument, layers: int) -> MoEConfig:
         shared_gate=True, normalize=doc.flag("norm_topk_prob", False), score=Score.SOFTMAX,
         aux_loss_coef=doc.number("router_aux_loss_coef", 0.001), dense_layers=dense),
         "num_experts")
+
+
+def deepseek_v3(doc: ConfigDocument, layers: int) -> MoEConfig:
+    """``DeepseekV3MoE``: ``n_routed_experts`` experts of ``moe_intermediate_size``, top
+    ``num_experts_per_tok`` of sigmoid scores, renormalised with ``norm_topk_prob`` and times
+    ``routed_scaling_factor``; ``n_shared_experts`` always-on experts of the same width (one
+    SwiGLU of their summed width); the first ``first_k_dense_replace`` layers dense."""
+    width = doc.positive_int("moe_intermediate_size", 2048)
+    shared = doc.raw("n_shared_experts", 1) or 0
+    if not isinstance(shared, int) or isinstance(shared, bool) or shared < 0:
+        raise doc.error("n_shared_experts", "must be a non-negative integer")
+    dense = doc.raw("first_k_dense_replace", 3)
+    if not isinstance(dense, int) or isinstance(dense, bool) or dense < 0:
+        raise doc.error("first_k_dense_replace", "must be a non-negative integer")
+    return _checked(doc, MoEConfig(
+        experts=doc.positive_int("n_routed_experts", 256),
+        top_k=doc.positive_int("num_experts_per_tok", 8), expert_ffn=width,
+        shared_ffn=shared * width, score=Score.SIGMOID,
+        normalize=doc.flag("norm_topk_prob", True),
+        routed_scale=doc.number("routed_scaling_factor", 2.5),
+        dense_layers=tuple(range(min(dense, layers)))), "n_routed_experts")
 
 
 def _checked(doc: ConfigDocument, moe: MoEConfig, experts_key: str) -> MoEConfig:

@@ -111,3 +111,35 @@ class MoEConfig:
 
     def is_moe_layer(self, index: int) -> bool:
         return index not in self.dense_layers
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MLAConfig:
+    """Multi-head latent attention (DeepSeek-V2/V3): queries through a rank-``q_lora_rank``
+    bottleneck (None: one q projection), keys and values from one rank-``kv_lora_rank``
+    latent; per head ``qk_nope_head_dim`` + ``qk_rope_head_dim`` query/key dims (the rotary
+    part of the key shared by every head) and ``v_head_dim`` value dims. Field names as in
+    Hugging Face's ``DeepseekV3Config``."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    def validate(self, model: str) -> None:
+        for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ModelConfigError(model, name, f"{name} must be a positive integer, got "
+                                                    f"{value!r}")
+        if self.q_lora_rank is not None and self.q_lora_rank <= 0:
+            raise ModelConfigError(model, "q_lora_rank", "q_lora_rank must be positive or "
+                                                         "absent")
+        if self.qk_rope_head_dim % 2:
+            raise ModelConfigError(model, "qk_rope_head_dim", "rotary embedding needs an even "
+                                                              "qk_rope_head_dim")

@@ -26,7 +26,7 @@ from graphs.errors import GraphError
 from graphs.opgraph import OpGraph
 from graphs.zoo.configs import Activation, Family, ModelConfig, Norm, Position
 from graphs.zoo.models import build_graph
-from graphs.zoo.moe_config import MoEConfig, Score
+from graphs.zoo.moe_config import MLAConfig, MoEConfig, Score
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,10 @@ def _moe(graph: OpGraph, tokens: int, seq: int) -> MoEConfig | None:
 
 
 def _attention(graph: OpGraph, hidden: int) -> dict[str, Any]:
-    """Heads, KV heads and an explicit head dim, from the q and k head reshapes."""
+    """Heads, KV heads and an explicit head dim, from the q and k head reshapes; latent
+    attention's ranks and head dims from its weights."""
+    if "layers.0.attn.wkv_a" in graph.tensors:
+        return _latent(graph)
     if "layers.0.attn.q_heads.out" not in graph.tensors:
         return {"heads": 1, "kv_heads": 1}
     q = graph.tensors["layers.0.attn.q_heads.out"].shape
@@ -119,6 +122,20 @@ def _attention(graph: OpGraph, hidden: int) -> dict[str, Any]:
     heads, head_dim = q[2], q[3]
     return {"heads": heads, "kv_heads": k[2],
             "explicit_head_dim": None if heads * head_dim == hidden else head_dim}
+
+
+def _latent(graph: OpGraph) -> dict[str, Any]:
+    tensors = graph.tensors
+    heads, qk = tensors["layers.0.attn.q_heads.out"].shape[2:]
+    latent_rope = tensors["layers.0.attn.wkv_a"].shape[1]
+    nope_value = tensors["layers.0.attn.kv_heads.out"].shape[3]
+    rope = tensors["rope.cos"].shape[1] * 2
+    q_rank = tensors["layers.0.attn.wq_a"].shape[1] if "layers.0.attn.wq_a" in tensors \
+        else None
+    mla = MLAConfig(q_lora_rank=q_rank, kv_lora_rank=latent_rope - rope,
+                    qk_nope_head_dim=qk - rope, qk_rope_head_dim=rope,
+                    v_head_dim=nope_value - (qk - rope))
+    return {"heads": heads, "kv_heads": heads, "explicit_head_dim": rope, "mla": mla}
 
 
 def _norm(graph: OpGraph) -> dict[str, Any]:

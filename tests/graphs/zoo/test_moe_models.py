@@ -1,7 +1,10 @@
 """Mixture-of-experts models of the zoo and of Hugging Face configs, against independent truth.
 
-Oracles: Mixtral 8x7B's 46,702,792,704 parameters (tests/data/hf-configs/README.md, derived
-there by hand from the model's structure); Qwen1.5-MoE-A2.7B's "14.3B" total, here recomputed
+Oracles: DeepSeek-V3's 671B total (its technical report, Liu et al. 2024; the multi-token
+prediction module apart), here counted by hand from ``DeepseekV3Attention`` /
+``DeepseekV3MoE`` in transformers' ``modeling_deepseek_v3.py``; Mixtral 8x7B's
+46,702,792,704 parameters (tests/data/hf-configs/README.md, derived there by hand from the
+model's structure); Qwen1.5-MoE-A2.7B's "14.3B" total, here recomputed
 by hand from ``Qwen2MoeSparseMoeBlock`` (router, 60 experts of three 2048×1408 matrices, a
 shared SwiGLU expert of 5632 and its 2048×1 gate, q/k/v biases); Megatron-Core's
 ``get_capacity`` (ceil(tokens·topk/experts · capacity_factor)).
@@ -118,3 +121,48 @@ def test_moe_overrides_are_refused_for_dense_models() -> None:
         _read({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
                "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 100},
               expert_imbalance=1.5)
+
+
+DEEPSEEK_V3 = {  # deepseek-ai/DeepSeek-V3 config.json's sizes (transformers' defaults too)
+    "model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432,
+    "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
+    "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
+    "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": 1536,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128, "n_group": 8,
+    "topk_group": 4, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+    "norm_topk_prob": True, "max_position_embeddings": 163840, "vocab_size": 129280,
+    "tie_word_embeddings": False, "num_nextn_predict_layers": 1,
+}
+
+
+def test_deepseek_v3_count_by_hand() -> None:
+    h, heads, layers, vocab = 7168, 128, 61, 129280
+    attention = (h * 1536 + 1536 + 1536 * heads * (128 + 64)      # q_a, q_norm, q_b
+                 + h * (512 + 64) + 512 + 512 * heads * (128 + 128)  # kv_a, kv_norm, kv_b
+                 + heads * 128 * h)                                 # o
+    dense = 3 * h * 18432
+    moe = h * 256 + 256 * 3 * h * 2048 + 3 * h * 2048                # router, experts, shared
+    total = 3 * (attention + dense + 2 * h) + 58 * (attention + moe + 2 * h) \
+        + 2 * vocab * h + h
+    assert total == 671_026_404_352                                  # "671B"
+    assert layers == 3 + 58
+    assert zoo.param_count("deepseek-v3") == total
+    assert _read(DEEPSEEK_V3).param_count() == total
+
+
+def test_deepseek_v3_config_builds_the_preset_graph_and_says_what_it_approximates() -> None:
+    import graphs
+
+    model = _read(DEEPSEEK_V3, layers=4, batch=1, seq=16)
+    ours = graphs.io.graph_to_dict(model.build())
+    theirs = graphs.io.graph_to_dict(zoo.build("deepseek-v3", layers=4, batch=1, seq=16))
+    assert {**ours, "name": "deepseek-v3"} == theirs
+    assert "n_group=8, topk_group=4" in model.warning
+    assert "num_nextn_predict_layers=1" in model.warning
+    shapes = _params(model.build())
+    assert shapes["layers.0.attn.wq_b"] == (1536, 128 * 192)
+    assert shapes["layers.0.attn.wkv_a"] == (7168, 576)
+    assert shapes["layers.0.attn.wkv_b"] == (512, 128 * 256)
+    assert shapes["layers.0.mlp.w1"] == (7168, 18432)                 # first three dense
+    assert shapes["layers.3.moe.experts.w13"] == (256, 7168, 2, 2048)
+    assert shapes["layers.3.moe.shared.w1"] == (7168, 2048)

@@ -37,6 +37,7 @@ PUBLISHED = {
     "llama3.1-405b": 405.9e9,
     "llama3.1-8b": 8.03e9,
     "mixtral-8x7b": 46.7e9,   # model card; exactly 46,702,792,704 (tests/data/hf-configs)
+    "deepseek-v3": 671e9,     # DeepSeek-V3 technical report: 671B total (MTP module apart)
 }
 SMALL = {"batch": 1, "seq": 16}  # param shapes do not depend on batch/seq; keeps builds cheap
 
@@ -277,7 +278,7 @@ def test_largest_model_builds_with_all_its_layers() -> None:
 
 def test_names_and_configs_are_listed_in_a_stable_order() -> None:
     assert zoo.names()[:3] == ("mlp", "transformer", "gpt2")
-    assert len(zoo.names()) == 14 and len(set(zoo.names())) == 14
+    assert len(zoo.names()) == 15 and len(set(zoo.names())) == 15
     config = zoo.config("llama3.1-405b")
     assert (config.layers, config.hidden, config.heads, config.kv_heads, config.vocab,
             config.context) == (126, 16384, 128, 8, 128256, 131072)
