@@ -8,8 +8,8 @@ kinds (:mod:`graphs.ops.moe`), for normed activations x [b, s, h]:
 * top-k: gates and expert indices (``moe_topk``: renormalised and scaled per the config);
 * dispatch per sequence (group = batch row) into buffers [b, E, capacity, h];
 * the experts: a SwiGLU per expert as einsums over the expert dim, packed gate/up weights
-  w13 [E, h, 2, f] and w2 [E, f, h] (Mixtral's w1, w3 and w2; Qwen2-MoE's and DeepSeek's
-  gate/up/down);
+  w13 [E, h, 2·f] (interleaved) and w2 [E, f, h] (Mixtral's w1, w3 and w2; Qwen2-MoE's and
+  DeepSeek's gate/up/down);
 * combine weighted by the gates, plus the shared expert (a dense SwiGLU of width
   ``shared_ffn``, times sigmoid(x·shared_gate [h, 1]) for Qwen2-MoE);
 * the load-balancing loss (softmax routers with ``aux_loss_coef`` > 0): Megatron-Core's
@@ -65,13 +65,13 @@ def moe_layer(emit: Any, x: str, prefix: str) -> tuple[str, str | None]:
 
 def _experts(emit: Any, buffer: str, prefix: str) -> str:
     """Every expert's SwiGLU on its slots: [b, E, c, h] → [b, E, c, h], gate and up as one
-    grouped matmul with packed weights ``w13`` [E, h, 2, f] (Mixtral's w1 and w3 stacked;
+    grouped matmul with packed weights ``w13`` [E, h, 2·f] (Mixtral's w1 and w3, interleaved;
     Megatron-Core's grouped ``fc1``), then ``swiglu``, then ``w2`` [E, f, h]."""
     moe, hidden = emit.config.moe, emit.config.hidden
-    w13 = emit.param(f"{prefix}.w13", (moe.experts, hidden, 2, moe.expert_ffn))
+    w13 = emit.param(f"{prefix}.w13", (moe.experts, hidden, 2 * moe.expert_ffn))
     w2 = emit.param(f"{prefix}.w2", (moe.experts, moe.expert_ffn, hidden))
     gate_up = emit.op("einsum", [buffer, w13], f"{prefix}.gate_up",
-                      equation="bech,ehgf->becgf")
+                      equation="bech,ehf->becf")
     act = emit.op("swiglu", [gate_up], f"{prefix}.swiglu")
     return emit.op("einsum", [act, w2], f"{prefix}.down", equation="becf,efh->bech")
 

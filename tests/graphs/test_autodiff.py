@@ -107,7 +107,7 @@ CASES = [
     Case("moe_combine", [((2, 3, 2, 3), P), ((2, 4, 2), "int:3"), ((2, 4, 2), P)],
          id="weighted"),
     Case("moe_combine", [((2, 3, 2, 3), P), ((2, 4, 2), "int:3")], id="plain"),
-    Case("swiglu", [((2, 3, 2, 4), P)]),
+    Case("swiglu", [((2, 3, 8), P)]),
 ]
 _IDS = [f"{c.kind}-{c.id or i}" for i, c in enumerate(CASES)]
 

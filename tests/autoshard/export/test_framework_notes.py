@@ -43,7 +43,7 @@ def test_moe_plan_names_the_dispatch_all_to_all(moe_plan) -> None:
         assert "MoE token dispatch/combine over ep" in script, fmt
     assert "torch.distributed.all_to_all_single" in scripts["dtensor"]
     assert "jax.lax.all_to_all in jax.shard_map" in scripts["jax"]
-    assert '"layers.0.moe.experts.w13": ((8, 4096, 2, 14336), torch.bfloat16, (Shard(0),))' \
+    assert '"layers.0.moe.experts.w13": ((8, 4096, 28672), torch.bfloat16, (Shard(0),))' \
         in scripts["dtensor"]
 
 

@@ -58,8 +58,9 @@ MOE_CASES = [
     Case("moe_gate_grad", lambda z: [((z["a"], E_MOE, C_MOE, z["c"]), F),
                                      ((z["a"], z["b"], K_MOE), INT),
                                      ((z["a"], z["b"], z["c"]), F)], int_high=E_MOE),
-    Case("swiglu", lambda z: [((z["a"], z["b"], 2, z["c"]), F)]),
-    Case("swiglu_bwd", lambda z: [((z["a"], z["b"], 2, z["c"]), F), ((z["a"], z["b"], z["c"]), F)]),
+    Case("swiglu", lambda z: [((z["a"], z["b"], 2 * z["c"]), F)]),
+    Case("swiglu_bwd", lambda z: [((z["a"], z["b"], 2 * z["c"]), F),
+                                  ((z["a"], z["b"], z["c"]), F)]),
     Case("expert_counts", lambda z: [((z["a"], z["b"], K_MOE), INT)],
          lambda z: {"experts": E_MOE, "dtype": "f64"}, int_high=E_MOE),
 ]

@@ -59,8 +59,8 @@ def test_moe_layer_without_drops_is_the_per_token_mixture() -> None:
     (probs,) = run("softmax", [RNG.normal(size=(g, t, num))])
     gates, experts = run("moe_topk", [probs], k=2, normalize=True)
     (buf,) = run("moe_dispatch", [x, experts], experts=num, capacity=t)
-    (gate_up,) = run("einsum", [buf, np.stack([w1, w3], axis=2)],
-                     equation="gech,ehkf->geckf")
+    interleaved = np.stack([w1, w3], axis=-1).reshape(num, h, 2 * f)   # gate i, up i, …
+    (gate_up,) = run("einsum", [buf, interleaved], equation="gech,ehf->gecf")
     (act,) = run("swiglu", [gate_up])
     (down,) = run("einsum", [act, w2], equation="gecf,efh->gech")
     (out,) = run("moe_combine", [down, experts, gates])

@@ -44,7 +44,7 @@ def test_mixtral_preset_has_the_published_count() -> None:
     graph = zoo.build("mixtral-8x7b", layers=1, batch=1, seq=16)
     shapes = _params(graph)
     assert shapes["layers.0.moe.router"] == (4096, 8)
-    assert shapes["layers.0.moe.experts.w13"] == (8, 4096, 2, 14336)   # w1 and w3 packed
+    assert shapes["layers.0.moe.experts.w13"] == (8, 4096, 2 * 14336)   # w1 and w3 packed
     assert shapes["layers.0.moe.experts.w2"] == (8, 14336, 4096)
     assert "layers.0.mlp.w1" not in shapes
 
@@ -164,5 +164,5 @@ def test_deepseek_v3_config_builds_the_preset_graph_and_says_what_it_approximate
     assert shapes["layers.0.attn.wkv_a"] == (7168, 576)
     assert shapes["layers.0.attn.wkv_b"] == (512, 128 * 256)
     assert shapes["layers.0.mlp.w1"] == (7168, 18432)                 # first three dense
-    assert shapes["layers.3.moe.experts.w13"] == (256, 7168, 2, 2048)
+    assert shapes["layers.3.moe.experts.w13"] == (256, 7168, 2 * 2048)
     assert shapes["layers.3.moe.shared.w1"] == (7168, 2048)
