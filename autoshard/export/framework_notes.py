@@ -93,9 +93,9 @@ def _routing(plan: Any) -> FrameworkNote | None:
 def _ring(plan: Any) -> FrameworkNote | None:
     by_axes: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for name, rec in plan.ops.items():
-        if rec.kind in ("attention", "attention_bwd") and "*" in rec.strategy:
+        if rec.kind in ("attention", "attention_bwd") and ":s*" in rec.strategy:
             axes = tuple(part.split(":")[0] for part in rec.strategy.split()
-                         if part.endswith("*"))
+                         if part.endswith(":s*"))
             by_axes[axes].append(name)
     if not by_axes:
         return None
