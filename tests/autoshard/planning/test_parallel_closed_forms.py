@@ -74,6 +74,22 @@ def test_planner_prices_the_dispatch_all_to_all_it_emits() -> None:
         assert step.bytes * 7 / 8 == pytest.approx(local_copies * model.hidden * BF16 * 7 / 8)
 
 
+def test_expert_imbalance_scales_the_all_to_all_and_the_expert_compute() -> None:
+    """Dropless routing sized for a busiest expert at twice the mean load: every buffer, so
+    every all-to-all and every expert matmul, doubles."""
+    mesh = Mesh.parse("ep=8")
+    plans = {f: autoshard.plan(zoo.build("mixtral-8x7b", layers=1, seq=1024,
+                                         expert_imbalance=f), mesh, training=True,
+                               expert_axes=("ep",)) for f in (1.0, 2.0)}
+    for f, plan in plans.items():
+        moves = [c for r in plan.reshards if r.tensor == "layers.0.moe.dispatch.out"
+                 for c in r.collectives if c.kind == "all_to_all"]
+        assert moves and all(c.bytes == pytest.approx(f * 1024 * 2 * 4096 * BF16)
+                             for c in moves)   # (8 / 8 sequences) · 1024 tokens · top-2 · f
+    flops = {f: plan.ops["layers.0.moe.experts.gate_up"].flops for f, plan in plans.items()}
+    assert flops[2.0] == pytest.approx(2 * flops[1.0])
+
+
 @pytest.mark.parametrize(("n", "kv_heads", "groups"), [(2, 2, 2), (4, 1, 4), (8, 2, 1)])
 def test_ring_attention_steps(n: int, kv_heads: int, groups: int) -> None:
     b, s, d = 2, 64, 16
