@@ -59,10 +59,27 @@ def structure_key(graph: OpGraph, op: Op) -> tuple[Any, ...]:
     return (op.kind, ins, outs, attrs_key(op.attrs), roles)
 
 
+MIN_RING_BLOCK = 2048
+"""Tokens of each device's query block below which the planner leaves ring attention out.
+
+Why: the cost model prices attention at one flat efficiency, but FlashAttention's throughput
+still rises with the sequence length up to a few thousand tokens (Dao 2023, FlashAttention-2,
+§4.1 benchmarks), and a ring runs one kernel per K/V block with a synchronisation per step; on
+short blocks the model would overrate the ring. Megatron-Core likewise recommends context
+parallelism for long sequences. A planner setting, not a measured constant: at 2,048 a ring of
+8 starts at 16k tokens, and Llama-3.1-8B at 131k tokens on 16 devices (8,192 per device) keeps
+it."""
+
+
 def op_strategies(graph: OpGraph, op: Op, mesh: Mesh, allow_uneven: bool
                   ) -> tuple[Strategy, ...]:
     ins, outs = graph.specs(op)
-    return enumerate_strategies(op.kind, ins, outs, op.attrs, mesh, allow_uneven=allow_uneven)
+    strategies = enumerate_strategies(op.kind, ins, outs, op.attrs, mesh,
+                                      allow_uneven=allow_uneven)
+    if op.kind not in ("attention", "attention_bwd"):
+        return strategies
+    return tuple(s for s in strategies
+                 if s.work == 1 or s.inputs[0].local_shape(ins[0].shape)[1] >= MIN_RING_BLOCK)
 
 
 def local_specs(specs: tuple[TensorSpec, ...], shardings: tuple[TensorSharding, ...]

@@ -16,9 +16,11 @@ def _attention_not_ring(op, strategy) -> bool:
     return op.kind.startswith("attention") and "s*" not in strategy.per_axis
 
 
-def test_ring_attention_plan_matches_unsharded_at_its_own_sizes() -> None:
+def test_ring_attention_plan_matches_unsharded_at_its_own_sizes(monkeypatch) -> None:
     """Ring attention forced on every attention (blocks of 8 tokens on 4 devices, causal,
-    grouped-query heads), run at the graph's own sizes: the blockwise forward and backward."""
+    grouped-query heads), run at the graph's own sizes: the blockwise forward and backward.
+    (The planner offers rings from 2,048-token blocks; lowered here to plan tiny ones.)"""
+    monkeypatch.setattr("autoshard.planning.node_costs.MIN_RING_BLOCK", 1)
     graph = zoo.build("llama3.1-8b", layers=1, batch=2, seq=32, hidden=64, heads=4,
                       kv_heads=2, ffn=96, vocab=64)
     plan = autoshard.plan(graph, autoshard.Mesh.parse("cp=4"), training=True,
