@@ -1,6 +1,9 @@
 """autoshard: an offline auto-sharding planner.
 
-The public import surface: plan a graph on a mesh (:func:`plan`), the sharding vocabulary
+The public import surface: plan a graph on a mesh (:func:`plan`, with ``strategy=`` a named
+hand plan and ``pins=`` layouts to keep), ask a saved plan what-if questions
+(:func:`explain_tensor`, :func:`explain_op`, :func:`fragile_decisions`, :func:`diff_plans`),
+the sharding vocabulary
 (:class:`Mesh`, the placements, :class:`TensorSharding`), the plan object, and the names users
 need from the generic packages underneath (graphs, cost model, solver) so they never have to
 import those directly.
@@ -8,6 +11,15 @@ import those directly.
 
 from autoshard import errors
 from autoshard.errors import AutoshardError
+from autoshard.explain import (
+    diff_plans,
+    explain_context,
+    explain_op,
+    explain_tensor,
+    fragile_decisions,
+)
+from autoshard.planning.named import strategy_pins
+from autoshard.planning.pins import Pins, load_pins, parse_pins, pins_from_plan
 from autoshard.planning.planner import plan
 from autoshard.planning.record import Plan
 from autoshard.sharding.mesh import Mesh
@@ -28,8 +40,10 @@ from graphs import OpGraph, load, zoo
 from solver import ChoiceProblem, solve
 
 __all__ = [
-    "AutoshardError", "ChoiceProblem", "Link", "Mesh", "OpGraph", "Partial", "Plan",
+    "AutoshardError", "ChoiceProblem", "Link", "Mesh", "OpGraph", "Partial", "Pins", "Plan",
     "Replicate", "Shard", "Strategy", "StridedShard", "TensorSharding", "Topology",
-    "_StridedShard", "emulate", "enumerate_strategies", "errors", "get_preset", "load",
-    "parse_placement", "plan", "preset_names", "solve", "verify", "zoo",
+    "_StridedShard", "diff_plans", "emulate", "enumerate_strategies", "errors",
+    "explain_context", "explain_op", "explain_tensor", "fragile_decisions", "get_preset",
+    "load", "load_pins", "parse_pins", "parse_placement", "pins_from_plan", "plan",
+    "preset_names", "solve", "strategy_pins", "verify", "zoo",
 ]

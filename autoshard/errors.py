@@ -90,3 +90,43 @@ class VerificationFailedError(AutoshardError):
         self.record = record
         where = record.get("first_divergence") or "an unknown step"
         super().__init__(f"verification failed at {where}: {record.get('message', '')}".strip())
+
+
+class PinError(UsageError):
+    """A pin rule that cannot apply: malformed, matching no tensor, or asking for a layout no
+    strategy of the tensor's producer has. ``rule`` names the rule (its number and source),
+    ``tensor`` the tensor at fault when there is one."""
+
+    def __init__(self, message: str, *, rule: str | None = None,
+                 tensor: str | None = None) -> None:
+        super().__init__(message)
+        self.rule, self.tensor = rule, tensor
+
+
+class PinConflictError(PinError):
+    """Pins that each fit their tensor but admit no plan together (two pins on one op that no
+    strategy satisfies at once, or layouts no reshard connects). ``rules`` names them all."""
+
+    def __init__(self, message: str, *, rules: tuple[str, ...], tensor: str | None = None
+                 ) -> None:
+        super().__init__(message, rule=rules[0] if rules else None, tensor=tensor)
+        self.rules = rules
+
+
+class PinnedMemoryError(InfeasibleError):
+    """The pinned plan does not fit in memory: ``needed_bytes`` is the smallest peak under the
+    pins, ``rules`` the rules whose pins hold more than the leanest layouts of their tensors
+    (``excess_bytes`` each, summed over the tensors they pin)."""
+
+    def __init__(self, *, needed_bytes: float, limit_bytes: float,
+                 rules: tuple[tuple[str, float], ...]) -> None:
+        if rules:
+            named = "; ".join(f"{rule} holds {format_bytes(extra)} more than the leanest "
+                              f"layouts of its tensors" for rule, extra in rules[:3])
+            blame = f"{named}; relax {'it' if len(rules) == 1 else 'them'} or raise --memory"
+        else:
+            blame = ("no pin holds more than its tensors' leanest layouts: the model does not fit "
+                     "this mesh; raise --memory or use a larger mesh")
+        super().__init__(f"no plan with these pins fits in {format_bytes(limit_bytes)} per "
+                         f"device: the smallest needs {format_bytes(needed_bytes)}; {blame}")
+        self.needed_bytes, self.limit_bytes, self.rules = needed_bytes, limit_bytes, rules

@@ -15,10 +15,20 @@ Example:
     >>> h100 = get_preset("dgx-h100")
     >>> nvlink = h100.levels[0].link
     >>> seconds = collective_seconds(CollectiveKind.ALL_REDUCE, 1e9, ((8, nvlink),))
-    >>> round(seconds * 1e3, 1)  # Rabenseifner: 2·7/8·1 GB / (450 GB/s) + 6α ≈ 3.9 ms
-    3.9
+    >>> round(seconds * 1e3, 2)  # measured-curve model: 2·7/8·1 GB at 370 GB/s busbw + ramp
+    5.34
+    >>> textbook = Link(nvlink.alpha_s, nvlink.beta_s_per_byte)  # the same link, pure alpha-beta
+    >>> round(collective_seconds(CollectiveKind.ALL_REDUCE, 1e9, ((8, textbook),)) * 1e3, 2)
+    3.89
+
+Two collective models: links that set none of the measured-curve fields (``launch_s``,
+``pipeline_s``, ``bus_efficiency``) are priced by the textbook alpha-beta formulas of
+:mod:`costmodel.collectives`; links that set them (the GPU presets do) by the size-aware model
+of :mod:`costmodel.measured`, whose parameters :mod:`costmodel.calibrate` fits to nccl-tests
+tables read by :mod:`costmodel.nccl_tests`.
 """
 
+from costmodel.calibrate import Calibration, CalibrationRow, calibrate, check
 from costmodel.collectives import (
     ALGORITHMS,
     CollectiveKind,
@@ -44,9 +54,11 @@ from costmodel.collectives import (
 )
 from costmodel.compute import compute_seconds, peak_flops
 from costmodel.errors import (
+    CalibrationError,
     CostModelError,
     InvalidValueError,
     LinkSpecError,
+    NcclTestsError,
     TopologyFileError,
     UnitError,
     UnknownDtypeError,
@@ -54,21 +66,68 @@ from costmodel.errors import (
 )
 from costmodel.link import DeviceSpec, Link, Topology, TopologyLevel
 from costmodel.linkspec import known_link_names, parse_link_spec
+from costmodel.measured import bus_factor, curve_terms
+from costmodel.nccl_tests import NcclTable, parse_nccl_tests, read_nccl_tests
 from costmodel.presets import STANDARD_LINKS, get_preset, preset_names
 from costmodel.topology_file import dump_topology, load_topology, loads_topology
 from costmodel.units import format_bytes, parse_bandwidth, parse_bytes, parse_duration
 
 __all__ = [
-    "ALGORITHMS", "STANDARD_LINKS", "CollectiveKind", "CostModelError", "DeviceSpec", "Group",
-    "InvalidValueError", "Link", "LinkSpecError", "Topology", "TopologyFileError",
-    "TopologyLevel", "UnitError", "UnknownDtypeError", "UnknownPresetError",
-    "binomial_tree_broadcast", "binomial_tree_reduce", "collective_seconds", "compute_seconds",
-    "dump_topology", "flat_seconds", "format_bytes", "get_preset", "hierarchical_seconds",
-    "known_link_names", "load_topology", "loads_topology", "pairwise_all_to_all",
-    "parse_bandwidth", "parse_bytes", "parse_duration", "parse_link_spec", "peak_flops",
-    "point_to_point_permute", "preset_names", "rabenseifner_all_reduce",
-    "recursive_doubling_all_gather", "recursive_doubling_all_reduce",
-    "recursive_halving_reduce_scatter", "reduce_scatter_gather_reduce", "ring_all_gather",
-    "ring_all_reduce", "ring_reduce_scatter", "scatter_allgather_broadcast",
-    "single_level_seconds", "slowest_link",
+    "ALGORITHMS",
+    "STANDARD_LINKS",
+    "Calibration",
+    "CalibrationError",
+    "CalibrationRow",
+    "CollectiveKind",
+    "CostModelError",
+    "DeviceSpec",
+    "Group",
+    "InvalidValueError",
+    "Link",
+    "LinkSpecError",
+    "NcclTable",
+    "NcclTestsError",
+    "Topology",
+    "TopologyFileError",
+    "TopologyLevel",
+    "UnitError",
+    "UnknownDtypeError",
+    "UnknownPresetError",
+    "binomial_tree_broadcast",
+    "binomial_tree_reduce",
+    "bus_factor",
+    "calibrate",
+    "check",
+    "collective_seconds",
+    "compute_seconds",
+    "curve_terms",
+    "dump_topology",
+    "flat_seconds",
+    "format_bytes",
+    "get_preset",
+    "hierarchical_seconds",
+    "known_link_names",
+    "load_topology",
+    "loads_topology",
+    "pairwise_all_to_all",
+    "parse_bandwidth",
+    "parse_bytes",
+    "parse_duration",
+    "parse_link_spec",
+    "parse_nccl_tests",
+    "peak_flops",
+    "point_to_point_permute",
+    "preset_names",
+    "rabenseifner_all_reduce",
+    "read_nccl_tests",
+    "recursive_doubling_all_gather",
+    "recursive_doubling_all_reduce",
+    "recursive_halving_reduce_scatter",
+    "reduce_scatter_gather_reduce",
+    "ring_all_gather",
+    "ring_all_reduce",
+    "ring_reduce_scatter",
+    "scatter_allgather_broadcast",
+    "single_level_seconds",
+    "slowest_link",
 ]

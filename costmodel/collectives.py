@@ -29,11 +29,15 @@ NCCL ring step counts (``src/graph/tuning.cc``: ``nsteps = 2(n−1)`` all-reduce
 all-gather/reduce-scatter); Horovod ``NCCLHierarchicalAllreduce`` for the two-level form.
 MPICH's cost comments read at pmodels/mpich 6a79bf6 (``src/mpi/coll/``); NCCL's at NVIDIA/nccl
 5067397 (``src/graph/tuning.cc``); all listed in docs/sources.md.
+
+Two models share :func:`collective_seconds`: groups of pure alpha-beta links (the default
+:class:`~costmodel.link.Link`) are priced by the formulas below, unchanged; a group where some
+level's link sets a measured-curve field (``launch_s``, ``pipeline_s``, ``bus_efficiency``) is
+priced by the size-aware model of :mod:`costmodel.measured`.
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import logging
 import math
@@ -43,36 +47,15 @@ from typing import TypeAlias
 import numpy as np
 
 from costmodel.errors import InvalidValueError
+from costmodel.kinds import CollectiveKind
 from costmodel.link import Link
+from costmodel.measured import measured_seconds, uses_measured_model
 
 logger = logging.getLogger(__name__)
 
 Bytes: TypeAlias = "float | np.ndarray"
 Group: TypeAlias = tuple[tuple[int, Link], ...]
 """Ranks of one collective as levels ``((size, link), ...)`` inner→outer."""
-
-
-@enum.unique
-class CollectiveKind(enum.Enum):
-    """The collectives costmodel prices; values are Shardy's / our CSV names.
-
-    Members: ALL_GATHER (every rank ends with the concatenation of all shards), ALL_REDUCE
-    (every rank ends with the sum), REDUCE_SCATTER (every rank ends with one shard of the sum),
-    ALL_TO_ALL (every rank sends a distinct shard to every other), BROADCAST (one root's buffer
-    to all), REDUCE (sum onto one root), COLLECTIVE_PERMUTE (each rank sends its buffer to one
-    peer, as in a shift).
-    """
-
-    ALL_GATHER = "all_gather"
-    ALL_REDUCE = "all_reduce"
-    REDUCE_SCATTER = "reduce_scatter"
-    ALL_TO_ALL = "all_to_all"
-    BROADCAST = "broadcast"
-    REDUCE = "reduce"
-    COLLECTIVE_PERMUTE = "collective_permute"
-
-    def __repr__(self) -> str:
-        return f"CollectiveKind.{self.name}"
 
 
 def _is_power_of_two(n: int) -> bool:
@@ -328,8 +311,10 @@ def _checked_bytes(nbytes: Bytes) -> Bytes:
 
 def collective_seconds(kind: CollectiveKind, nbytes: Bytes, group: Group) -> Bytes:
     """Seconds for collective ``kind`` of ``nbytes`` (see the module's byte conventions) over
-    ``group``; the cheaper of the hierarchical schedule and the flat one on the slowest link,
-    each with the cheapest algorithm per step. Vectorized: an array ``nbytes`` gives an array.
+    ``group``. Pure alpha-beta links: the cheaper of the hierarchical schedule and the flat
+    one on the slowest link, each with the cheapest algorithm per step; links with
+    measured-curve fields: the size-aware model of :mod:`costmodel.measured`. Vectorized: an
+    array ``nbytes`` gives an array.
 
     Raises:
         InvalidValueError: negative or non-finite bytes, malformed group.
@@ -346,7 +331,10 @@ def collective_seconds(kind: CollectiveKind, nbytes: Bytes, group: Group) -> Byt
     m = _checked_bytes(nbytes)
     if not levels:
         return m * 0.0
-    seconds = _cheaper_schedule(kind, m, levels)
+    if uses_measured_model(levels):
+        seconds = measured_seconds(kind, m, levels)
+    else:
+        seconds = _cheaper_schedule(kind, m, levels)
     if isinstance(m, np.ndarray):
         return np.where(m == 0, 0.0, seconds)
     return 0.0 if m == 0 else float(seconds)

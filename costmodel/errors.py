@@ -66,3 +66,23 @@ class UnknownDtypeError(CostModelError):
     def __init__(self, message: str, *, dtype: str, device: str) -> None:
         super().__init__(message)
         self.dtype, self.device = dtype, device
+
+
+class NcclTestsError(CostModelError):
+    """An nccl-tests table is not one, is empty, or is inconsistent; names the file and line.
+
+    Fields: ``file`` the source, ``line`` the 1-based line (0 for the whole file), ``detail``.
+    """
+
+    def __init__(self, file: str, line: int, message: str) -> None:
+        where = f"{file}, line {line}: " if line else f"{file}: "
+        super().__init__(where + message)
+        self.file, self.line, self.detail = file, line, message
+
+
+class CalibrationError(CostModelError):
+    """Tables cannot be fitted or checked against a topology (group does not fit, no data)."""
+
+    def __init__(self, message: str, *, table: str = "") -> None:
+        super().__init__(message)
+        self.table = table

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
 
 from costmodel.errors import InvalidValueError
@@ -44,38 +44,89 @@ def _check_number(value: float, name: str, *, positive: bool = False,
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A point-to-point link in the Hockney alpha-beta model.
+    """A point-to-point link: the Hockney alpha-beta pair, plus the optional measured-curve terms.
 
     ``alpha_s`` is the per-message (per algorithm step) latency in seconds and
-    ``beta_s_per_byte`` the transfer time per byte (1 / bandwidth). ``name`` ("nvlink", "ib")
-    is for reports and for ``--link AXIS=NAME`` lookups; it takes part in equality.
+    ``beta_s_per_byte`` the transfer time per byte at the link's rate (1 / bandwidth). ``name``
+    ("nvlink", "ib") is for reports and for ``--link AXIS=NAME`` lookups; it takes part in
+    equality.
+
+    The three keyword-only fields make a collective over the link follow measured NCCL curves
+    (:mod:`costmodel.measured`); at their defaults the link is a pure alpha-beta link and
+    collectives over it are priced by the textbook formulas of :mod:`costmodel.collectives`,
+    exactly as before these fields existed:
+
+    - ``launch_s`` (s, ≥ 0): the floor of any collective that spans this level — kernel launch,
+      proxy and handshake — paid once per collective, however small (default 0);
+    - ``pipeline_s`` (s, ≥ 0): pipeline fill of the chunked transfer; the bandwidth reached
+      ramps up with the message as in an optimally segmented pipeline (default 0);
+    - ``bus_efficiency`` (0 < e ≤ 1): the bus bandwidth reached on huge messages as a fraction
+      of the link rate ``1/beta`` (protocol and flow-control overhead; default 1).
 
     Example:
         >>> Link.from_bandwidth(5e-6, 25e9, "ib").beta_s_per_byte
         4e-11
+        >>> Link(1e-6, 1e-9).is_alpha_beta, Link(1e-6, 1e-9, launch_s=2e-5).is_alpha_beta
+        (True, False)
     """
 
     alpha_s: float
     beta_s_per_byte: float
     name: str = ""
+    _: KW_ONLY
+    launch_s: float = 0.0
+    pipeline_s: float = 0.0
+    bus_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha_s", _check_number(self.alpha_s, "alpha_s"))
         object.__setattr__(self, "beta_s_per_byte",
                            _check_number(self.beta_s_per_byte, "beta_s_per_byte"))
         object.__setattr__(self, "name", str(self.name))
+        object.__setattr__(self, "launch_s", _check_number(self.launch_s, "launch_s"))
+        object.__setattr__(self, "pipeline_s", _check_number(self.pipeline_s, "pipeline_s"))
+        efficiency = _check_number(self.bus_efficiency, "bus_efficiency", positive=True)
+        if efficiency > 1:
+            message = f"bus_efficiency = {efficiency!r} must be in (0, 1]"
+            raise InvalidValueError(message, field="bus_efficiency", value=efficiency)
+        object.__setattr__(self, "bus_efficiency", efficiency)
+
+    def __repr__(self) -> str:
+        # the measured-curve fields only when set, so a pure alpha-beta link reads as before
+        # (and cheaply: the planner keys caches on the topology's repr)
+        text = (f"Link(alpha_s={self.alpha_s!r}, beta_s_per_byte={self.beta_s_per_byte!r}, "
+                f"name={self.name!r}")
+        if self.launch_s != 0.0:
+            text += f", launch_s={self.launch_s!r}"
+        if self.pipeline_s != 0.0:
+            text += f", pipeline_s={self.pipeline_s!r}"
+        if self.bus_efficiency != 1.0:
+            text += f", bus_efficiency={self.bus_efficiency!r}"
+        return text + ")"
 
     @classmethod
-    def from_bandwidth(cls, alpha_s: float, bw_bytes_per_s: float, name: str = "") -> Link:
-        """A link from its latency and bandwidth in bytes per second."""
+    def from_bandwidth(cls, alpha_s: float, bw_bytes_per_s: float, name: str = "",
+                       **curve: float) -> Link:
+        """A link from its latency and bandwidth in bytes per second (``curve``: the
+        keyword-only measured-curve fields)."""
         bandwidth = _check_number(bw_bytes_per_s, "bw_bytes_per_s", positive=True,
                                   allow_inf=True)
-        return cls(alpha_s, 1.0 / bandwidth, name)
+        return cls(alpha_s, 1.0 / bandwidth, name, **curve)
 
     @property
     def bw_bytes_per_s(self) -> float:
         """Bandwidth in bytes per second (``inf`` for a zero-beta link)."""
         return math.inf if self.beta_s_per_byte == 0 else 1.0 / self.beta_s_per_byte
+
+    @property
+    def is_alpha_beta(self) -> bool:
+        """True when every measured-curve field is at its default (a textbook link)."""
+        return self.launch_s == 0.0 and self.pipeline_s == 0.0 and self.bus_efficiency == 1.0
+
+    def curve_fields(self) -> dict[str, float]:
+        """The measured-curve fields by name: launch_s, pipeline_s, bus_efficiency."""
+        return {"launch_s": self.launch_s, "pipeline_s": self.pipeline_s,
+                "bus_efficiency": self.bus_efficiency}
 
 
 def _frozen_mapping(mapping: Mapping[str, object]) -> Mapping[str, object]:

@@ -7,7 +7,9 @@ default. Accepted forms (a contract):
 - a name: the topology's own link of that name (its levels' links, then ``named_links``),
   else the standard table ``nvlink ib pcie ici ethernet`` (see :mod:`costmodel.presets`);
 - ``alpha:A,bw:B`` or ``alpha:A,beta:C``: A a duration (``5us``, ``5e-6``), B a bandwidth
-  (``25GB/s``, ``400Gb/s``, ``25e9``), C seconds per byte; ``=`` may replace ``:``.
+  (``25GB/s``, ``400Gb/s``, ``25e9``), C seconds per byte; ``=`` may replace ``:``;
+  optionally ``launch:D``, ``pipeline:D`` (durations) and ``bus_efficiency:F`` (a fraction),
+  the measured-curve terms of :mod:`costmodel.measured` (absent: a pure alpha-beta link).
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from costmodel.units import parse_bandwidth, parse_duration
 
 logger = logging.getLogger(__name__)
 
+_KEYS = ("alpha", "bw", "beta", "launch", "pipeline", "bus_efficiency")
+
 ACCEPTED = ("a link name ({names}), or 'alpha:DURATION,bw:BANDWIDTH' "
-            "(e.g. alpha:5us,bw:25GB/s) or 'alpha:SECONDS,beta:SECONDS_PER_BYTE'")
+            "(e.g. alpha:5us,bw:25GB/s) or 'alpha:SECONDS,beta:SECONDS_PER_BYTE', optionally "
+            "with launch:DURATION, pipeline:DURATION, bus_efficiency:FRACTION")
 
 
 def known_link_names(topology: Topology | None = None) -> tuple[str, ...]:
@@ -45,8 +50,8 @@ def _fields(spec: str, topology: Topology | None) -> dict[str, str]:
         key, value = key.strip().lower(), value.strip()
         if not sep or not value:
             raise _fail(spec, f"{part.strip()!r} is not KEY:VALUE", topology)
-        if key not in ("alpha", "bw", "beta"):
-            raise _fail(spec, f"unknown key {key!r} (keys: alpha, bw, beta)", topology)
+        if key not in _KEYS:
+            raise _fail(spec, f"unknown key {key!r} (keys: {', '.join(_KEYS)})", topology)
         if key in fields:
             raise _fail(spec, f"key {key!r} given twice", topology)
         fields[key] = value
@@ -55,15 +60,31 @@ def _fields(spec: str, topology: Topology | None) -> dict[str, str]:
 
 def link_from_fields(fields: Mapping[str, str | float], *, name: str = "") -> Link:
     """A link from ``alpha`` plus ``bw`` or ``beta`` (numbers or unit strings); callers check
-    that exactly one of ``bw``/``beta`` is present. ``beta`` is seconds per byte.
+    that exactly one of ``bw``/``beta`` is present. ``beta`` is seconds per byte. Optional
+    ``launch``, ``pipeline`` (durations) and ``bus_efficiency`` set the measured-curve terms.
 
     Raises:
         UnitError: a value does not parse.
     """
     alpha_s = parse_duration(fields["alpha"])
+    curve: dict[str, float] = {}
+    if "launch" in fields:
+        curve["launch_s"] = parse_duration(fields["launch"])
+    if "pipeline" in fields:
+        curve["pipeline_s"] = parse_duration(fields["pipeline"])
+    if "bus_efficiency" in fields:
+        curve["bus_efficiency"] = _fraction(fields["bus_efficiency"])
     if "bw" in fields:
-        return Link.from_bandwidth(alpha_s, parse_bandwidth(fields["bw"]), name)
-    return Link(alpha_s, parse_duration(fields["beta"]), name)
+        return Link.from_bandwidth(alpha_s, parse_bandwidth(fields["bw"]), name, **curve)
+    return Link(alpha_s, parse_duration(fields["beta"]), name, **curve)
+
+
+def _fraction(value: str | float) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        message = f"bus_efficiency {value!r} is not a number in (0, 1]"
+        raise UnitError(message, text=str(value), quantity="fraction") from None
 
 
 def parse_link_spec(spec: str, topology: Topology | None = None) -> Link:

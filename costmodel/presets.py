@@ -4,11 +4,13 @@ Why: ``--topology dgx-h100`` must mean one well-documented machine, and studies 
 unit-less ``generic`` mesh. Every constant below carries a citation comment; nothing is inline
 elsewhere. The sources are listed in docs/sources.md ("Links and devices").
 
-Alphas (per algorithm step, not per collective): NCCL's own model charges a per-step hardware
-latency (``src/graph/tuning.cc`` ``hwLat``, ring, LL128 protocol — the protocol NCCL uses for
-mid-size messages): NVLink 1.9 µs, PCIe 2.5 µs, network 4.0 µs; Ethernet/DCN sockets use the
-Simple-protocol network figure, 14 µs. TPU ICI: ≈1 µs per hop (jax-ml scaling-book
-``sharding.md``, ``T_min``).
+GPU links (NVLink, InfiniBand, EFA, TCPXO) carry the measured-curve terms of
+:mod:`costmodel.measured` (launch floor, hop latency, pipeline fill, bus efficiency), fitted on
+the nccl-tests tables in ``costmodel/data/nccl_tests/``; the comment above each constant names
+the table. PCIe, Ethernet/DCN and TPU ICI links stay pure alpha-beta: alphas per algorithm
+step from NCCL's ``hwLat`` (``src/graph/tuning.cc``, ring, LL128: PCIe 2.5 µs; Simple network
+figure for sockets, 14 µs) and ≈1 µs per ICI hop (jax-ml scaling-book ``sharding.md``,
+``T_min``).
 
 Efficiency 0.6 for every real device: large bf16 matmuls reach ~60-70% of dense peak in
 practice (e.g. ~600-700 of 989 TFLOP/s on H100), and the roofline applies it to every op.
@@ -27,22 +29,67 @@ from costmodel.link import DeviceSpec, Link, Topology, TopologyLevel
 logger = logging.getLogger(__name__)
 
 
-# NCCL tuning.cc hwLat, ring, LL128 column (µs): NVLink 1.9, PCI 2.5, NET 4.0; Simple NET 14.
-NVLINK_ALPHA_S = 1.9e-6
+# NCCL tuning.cc hwLat, ring, LL128 column (µs): PCI 2.5; Simple NET 14 for sockets
+# (NVIDIA/nccl src/graph/tuning.cc at 01afd20a77b5804e0ecf1042509dd9d20ebf9e93).
 PCIE_ALPHA_S = 2.5e-6
-IB_ALPHA_S = 4.0e-6
 ETHERNET_ALPHA_S = 14.0e-6
 # scaling-book sharding.md: "T_min ≈ 1 µs" per ICI hop.
 ICI_ALPHA_S = 1.0e-6
 
+# --- measured-curve terms (costmodel.measured): launch floor, hop latency, pipeline fill, bus
+# efficiency. Fitted with costmodel.calibrate on the nccl-tests tables shipped in
+# costmodel/data/nccl_tests/ (provenance in that folder's README and each file's header);
+# `autoshard bench calibration` refits and rechecks them. Rounded to 3 significant digits.
+#
+# A100 NVLink3/NVSwitch + IB HDR (dgx-a100): one joint fit of the Azure ND A100 v4 single-node
+# table (8 ranks: pins the node level) and the OCI BM.GPU4.8 two-node table (16 ranks, RoCE
+# 8 × 200 Gb/s per node: the same per-GPU rate and GPUDirect RDMA verbs path as HDR IB, the
+# closest measured stand-in; no IB table with citable provenance was available). OCI's two-node
+# curve is NVLink-bound at large sizes, so it does not pin the network's bus efficiency: that
+# is 192/200 = 0.96, from an NCCL maintainer's "on DGX-A100 with 8×200 Gbit/s IB we measure
+# 192 GB/s AllReduce BusBW" (https://github.com/NVIDIA/nccl/issues/812).
+A100_NVLINK_CURVE = {"launch_s": 6.80e-6, "pipeline_s": 1.74e-5, "bus_efficiency": 0.775}
+A100_NVLINK_ALPHA_S = 8.90e-7
+HDR_IB_CURVE = {"launch_s": 6.80e-6, "pipeline_s": 3.83e-6, "bus_efficiency": 0.96}
+HDR_IB_ALPHA_S = 4.79e-7
+# A100 NVLink3 + EFA (aws-p4d): joint fit of the Azure single-node table and the AWS p4de
+# two-node table (EFA 4 × 100 Gb/s per node); the EFA level is the bottleneck there and is
+# pinned: bus efficiency 0.920 of 400 Gb/s per node.
+P4D_NVLINK_CURVE = {"launch_s": 3.77e-6, "pipeline_s": 9.02e-6, "bus_efficiency": 0.789}
+P4D_NVLINK_ALPHA_S = 1.90e-6
+EFA_CURVE = {"launch_s": 3.65e-6, "pipeline_s": 1.25e-4, "bus_efficiency": 0.920}
+EFA_ALPHA_S = 1.98e-6
+# H100 (dgx-h100, aws-p5, gcp-a3-mega): no H100 table ships with costmodel. Latency terms are
+# carried over from the A100 fits of the same transport (same NCCL, NVSwitch, RDMA verbs or
+# EFA); bus efficiencies from NCCL maintainers: NVLink4 "~370 GB/s" busbw of the 450 GB/s line
+# rate for ring (any collective; https://github.com/NVIDIA/nccl-tests/issues/212), IB NDR
+# "46-48 GB/s per NIC" of 50 (https://github.com/NVIDIA/nccl-tests/issues/290).
+H100_NVLINK_CURVE = {"launch_s": 6.80e-6, "pipeline_s": 1.74e-5, "bus_efficiency": 370 / 450}
+NDR_IB_CURVE = {"launch_s": 6.80e-6, "pipeline_s": 3.83e-6, "bus_efficiency": 47 / 50}
+# GPUDirect-TCPXO (gcp-a3-mega): no table; it offloads TCP to a NIC through a NCCL net plugin,
+# as EFA goes through aws-ofi-nccl, so the EFA fit is the assumption (flagged, uncalibrated).
+TCPXO_CURVE = dict(EFA_CURVE)
+
 # NVLink4 (H100 SXM5): 18 links, 450 GB/s per direction (NVIDIA H100 product page).
-NVLINK4 = Link.from_bandwidth(NVLINK_ALPHA_S, 450e9, "nvlink")
+NVLINK4 = Link.from_bandwidth(A100_NVLINK_ALPHA_S, 450e9, "nvlink", **H100_NVLINK_CURVE)
 # NVLink3 (A100 SXM4): 12 links, 300 GB/s per direction (NVIDIA A100 datasheet).
-NVLINK3 = Link.from_bandwidth(NVLINK_ALPHA_S, 300e9, "nvlink")
+NVLINK3 = Link.from_bandwidth(A100_NVLINK_ALPHA_S, 300e9, "nvlink", **A100_NVLINK_CURVE)
+NVLINK3_P4D = Link.from_bandwidth(P4D_NVLINK_ALPHA_S, 300e9, "nvlink", **P4D_NVLINK_CURVE)
 # DGX H100: 8× ConnectX-7 NDR 400 Gb/s per node, one per GPU → 400/8 = 50 GB/s per GPU.
-IB_NDR = Link.from_bandwidth(IB_ALPHA_S, 400e9 / 8, "ib")
+IB_NDR = Link.from_bandwidth(HDR_IB_ALPHA_S, 400e9 / 8, "ib", **NDR_IB_CURVE)
 # DGX A100: 8× HDR 200 Gb/s per node, one per GPU → 25 GB/s per GPU (nccl issue 812).
-IB_HDR = Link.from_bandwidth(IB_ALPHA_S, 200e9 / 8, "ib")
+IB_HDR = Link.from_bandwidth(HDR_IB_ALPHA_S, 200e9 / 8, "ib", **HDR_IB_CURVE)
+# AWS p4d/p4de.24xlarge: 4 EFA × 100 Gb/s = 400 Gb/s per node (AWS EC2 P4 instance page, as
+# quoted in the p4de table's header; not re-read here) →
+# 400/8/8 = 6.25 GB/s per GPU.
+EFA_P4D = Link.from_bandwidth(EFA_ALPHA_S, 400e9 / 8 / 8, "efa", **EFA_CURVE)
+# AWS p5.48xlarge: 32 EFA × 100 Gb/s = 3200 Gb/s per node (AWS EC2 P5 instance page; not
+# re-read here) →
+# 400 Gb/s = 50 GB/s per GPU.
+EFA_P5 = Link.from_bandwidth(EFA_ALPHA_S, 3200e9 / 8 / 8, "efa", **EFA_CURVE)
+# GCP a3-megagpu-8g: 8 GPU NICs × 200 Gb/s with GPUDirect-TCPXO (Google Cloud A3 Mega
+# machine-type docs; not re-read here) → 200 Gb/s = 25 GB/s per GPU.
+TCPXO = Link.from_bandwidth(EFA_ALPHA_S, 200e9 / 8, "tcpxo", **TCPXO_CURVE)
 # PCIe Gen5 x16: 32 GT/s × 16 lanes ≈ 64 GB/s per direction; Gen4 x16 half of that.
 PCIE_GEN5 = Link.from_bandwidth(PCIE_ALPHA_S, 64e9, "pcie")
 PCIE_GEN4 = Link.from_bandwidth(PCIE_ALPHA_S, 32e9, "pcie")
@@ -130,8 +177,12 @@ def _generic() -> Topology:
 
 
 _PRESETS: dict[str, Topology] = {
+    # The comments above the links say which measured table each level was fitted on.
     "dgx-h100": _dgx("dgx-h100", H100, NVLINK4, IB_NDR, PCIE_GEN5),
     "dgx-a100": _dgx("dgx-a100", A100, NVLINK3, IB_HDR, PCIE_GEN4),
+    "aws-p4d": _dgx("aws-p4d", A100, NVLINK3_P4D, EFA_P4D, PCIE_GEN4),
+    "aws-p5": _dgx("aws-p5", H100, NVLINK4, EFA_P5, PCIE_GEN5),
+    "gcp-a3-mega": _dgx("gcp-a3-mega", H100, NVLINK4, TCPXO, PCIE_GEN5),
     # v5e pod: 16×16 = 256 chips, 2-D torus.
     "tpu-v5e": _tpu("tpu-v5e", TPU_V5E, ICI_V5E, 256, DCN_V5E),
     # v5p pod: 8,960 chips, 3-D torus.

@@ -34,7 +34,14 @@ Schema (every table optional when ``base`` is given)::
     dp = {alpha = "5us", bw = "25GB/s"}
 
 A link table takes ``alpha`` (or ``alpha_s``), one of ``bw`` / ``bw_bytes_per_s`` / ``beta`` /
-``beta_s_per_byte``, and an optional ``name``.
+``beta_s_per_byte``, and an optional ``name``. Optional measured-curve terms (see
+:mod:`costmodel.measured`; absent means pure alpha-beta, so files written before them load as
+before): ``launch`` (or ``launch_s``: per-collective floor, a duration), ``pipeline`` (or
+``pipeline_s``: pipeline fill, a duration) and ``bus_efficiency`` (bus bandwidth reached as a
+fraction of the link rate, in (0, 1])::
+
+    node = {alpha = "0.89us", bw = "300GB/s", launch = "6.8us", pipeline = "17.4us",
+            bus_efficiency = 0.775}
 """
 
 from __future__ import annotations
@@ -62,7 +69,9 @@ _TOP_KEYS = ("format", "name", "base", "device", "levels", "links", "axes")
 _DEVICE_KEYS = ("name", "hbm", "hbm_bytes", "hbm_bw", "hbm_bw_bytes_per_s", "efficiency",
                 "min_kernel", "min_kernel_s", "peak_flops_per_s", "peak_flops")
 _LEVEL_KEYS = ("name", "devices", "link")
-_LINK_KEYS = ("name", "alpha", "alpha_s", "bw", "bw_bytes_per_s", "beta", "beta_s_per_byte")
+_LINK_KEYS = ("name", "alpha", "alpha_s", "bw", "bw_bytes_per_s", "beta", "beta_s_per_byte",
+              "launch", "launch_s", "pipeline", "pipeline_s", "bus_efficiency")
+_CURVE_KEYS = (("launch", "launch_s"), ("pipeline", "pipeline_s"))
 
 
 class _Reader:
@@ -100,6 +109,12 @@ def _link(reader: _Reader, value: Any, where: str, known: Topology | None, name:
         if alpha is None or rate is None:
             raise reader.fail(where, "a link needs alpha and one of bw or beta")
         fields = {"alpha": alpha[1], "bw" if rate[0].startswith("bw") else "beta": rate[1]}
+        for keys in _CURVE_KEYS:
+            found = reader.one(table, where, *keys)
+            if found is not None:
+                fields[keys[0]] = found[1]
+        if "bus_efficiency" in table:
+            fields["bus_efficiency"] = table["bus_efficiency"]
         return link_from_fields(fields, name=str(table.get("name", name)))
     except TopologyFileError:
         raise
@@ -269,8 +284,10 @@ def _value(value: Any) -> str:
 
 
 def _link_inline(link: Link) -> str:
+    curve = "".join(f", {key} = {_value(value)}" for key, value in link.curve_fields().items()
+                    if not link.is_alpha_beta)
     return (f"{{ name = {_value(link.name)}, alpha_s = {_value(link.alpha_s)}, "
-            f"beta_s_per_byte = {_value(link.beta_s_per_byte)} }}")
+            f"beta_s_per_byte = {_value(link.beta_s_per_byte)}{curve} }}")
 
 
 def _link_table(title: str, links: Mapping[str, Link]) -> list[str]:

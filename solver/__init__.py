@@ -6,7 +6,8 @@ returns a :class:`Solution` that is a certificate (status, objective, proven bou
 Backends: the tree-decomposition DP with Lagrangian memory, HiGHS and CP-SAT (OR-Tools) on the
 aggregated local-polytope MIP, and exhaustive search for tiny problems. A chain of identical
 blocks (``ChoiceProblem.blocks``) is solved at the size of a few blocks by a periodic LP whose
-bound holds for the whole problem (:mod:`solver.periodic`).
+bound holds for the whole problem (:mod:`solver.periodic`). A :class:`Window` prices work on
+concurrent streams by its longest stream (overlap of communication with compute), exactly.
 """
 
 from solver.api import BACKENDS, solve
@@ -20,7 +21,7 @@ from solver.errors import (
     SolverError,
     UnknownBackendError,
 )
-from solver.problem import ChoiceProblem
+from solver.problem import ChoiceProblem, Stream, Window
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStats, SolveStatus
 
 __all__ = [
@@ -36,7 +37,9 @@ __all__ = [
     "SolveStats",
     "SolveStatus",
     "SolverError",
+    "Stream",
     "UnknownBackendError",
+    "Window",
     "share_cores",
     "solve",
 ]

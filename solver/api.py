@@ -1,6 +1,8 @@
 """``solve``: the one entry point; it picks the road a problem takes.
 
-A problem whose ``blocks`` are verified to be a chain of identical blocks (a model's layers)
+A problem with windows is solved as a short series of window-free ones
+(:mod:`solver.windowed`). A problem whose ``blocks`` are verified to be a chain of identical
+blocks (a model's layers)
 takes the periodic road (:mod:`solver.periodic_search`): the periodic LP of
 :mod:`solver.periodic`, the size of a few blocks, whose bound is a bound of the whole problem;
 memory-constrained chains are searched with the interior blocks tied and keep the bound the
@@ -17,7 +19,8 @@ from solver.graph_search import finish, sizes_of, solve_graph
 from solver.periodic import find_chain
 from solver.periodic_search import solve_periodic, solve_restricted
 from solver.problem import ChoiceProblem
-from solver.solution import OPTIMALITY_GAP, Solution
+from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
+from solver.windowed import solve_windowed
 
 BACKENDS = ("auto", "highs", "cpsat", "dp", "exhaustive")
 
@@ -63,6 +66,16 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
         choices, objective = exhaustive(problem)
         clock.lap("exhaustive")
         return finish(problem, choices, objective, False, clock, "exhaustive", before, before)
+    if problem.windows and backend == "auto":
+        def plain(simpler: ChoiceProblem, left: float | None) -> Solution:
+            return solve(simpler, left, backend, reductions=reductions, gap=gap)
+
+        answer = solve_windowed(problem, clock, gap, before, plain)
+        if known_bound is not None and known_bound > answer.bound:
+            answer = finish(problem, answer.choices, min(known_bound, answer.objective),
+                            answer.status is SolveStatus.TIME_LIMIT, clock, "windowed", before,
+                            before)
+        return answer
     chain = find_chain(problem) if backend == "auto" and reductions else None
     if chain is not None and not problem.memory_rows():
         return solve_periodic(problem, chain, clock, gap, before)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from solver.errors import NoFiniteOptionError
-from solver.problem import ChoiceProblem
+from solver.problem import ChoiceProblem, Stream, Window
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -42,6 +42,22 @@ def _option_at(members: tuple[int, ...], table: np.ndarray, out: list[int]) -> i
 
 
 @dataclass(slots=True, kw_only=True)
+class WorkStream:
+    """A window's stream in the working form: node terms summed per node, edge terms summed
+    per node pair (key ``(a, b)`` with ``a < b``, matrix indexed ``[a option, b option]``)."""
+
+    nodes: dict[int, np.ndarray]
+    edges: dict[tuple[int, int], np.ndarray]
+    constant: float = 0.0
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkWindow:
+    streams: list[WorkStream]
+    weight: float
+
+
+@dataclass(slots=True, kw_only=True)
 class Work:
     """Mutable reduced problem keyed by node id (ids are original representative indices)."""
 
@@ -59,6 +75,7 @@ class Work:
     # lose impossible options (``table`` says which remain) but are never merged, eliminated
     # or pruned by dominance, whose proofs only see the costs written here
     frozen: frozenset[int] = frozenset()
+    windows: list[WorkWindow] = field(default_factory=list)
 
     def nodes(self) -> list[int]:
         return sorted(self.costs)
@@ -77,8 +94,32 @@ class Work:
         for row in self.rows:
             if node in row:
                 row[node] = row[node][keep]
+        for stream in self.streams():
+            if node in stream.nodes:
+                stream.nodes[node] = stream.nodes[node][keep]
+            for (a, b), matrix in stream.edges.items():
+                if a == node:
+                    stream.edges[(a, b)] = matrix[keep]
+                elif b == node:
+                    stream.edges[(a, b)] = matrix[:, keep]
+
+    def streams(self) -> list[WorkStream]:
+        return [stream for window in self.windows for stream in window.streams]
+
+    def in_window(self, node: int) -> bool:
+        """Whether a window term mentions ``node`` (structural reductions leave it alone,
+        except those that move its window terms exactly: ``reduce.merge_leaf`` and
+        ``reduce.fold_singletons``)."""
+        return any(node in stream.nodes or any(node in pair for pair in stream.edges)
+                   for stream in self.streams())
+
+    def window_neighbours(self, node: int) -> set[int]:
+        return {other for stream in self.streams() for pair in stream.edges if node in pair
+                for other in pair if other != node}
 
     def remove(self, node: int) -> None:
+        if self.in_window(node):
+            raise AssertionError(f"node {node} still has window terms; move them first")
         for other in self.adj.pop(node):
             del self.adj[other][node]
         for row in self.rows:
@@ -135,7 +176,9 @@ def build_work(problem: ChoiceProblem, frozen: frozenset[int] = frozenset()) -> 
         for node, vec in row:
             merged[owner[node]] = merged.get(owner[node], 0.0) + vec
         rows.append(merged)
-    work = Work(costs=costs, adj=adj, rows=rows, limit=problem.memory_limit,
+    windows = [WorkWindow(streams=[_work_stream(stream, owner) for stream in window.streams],
+                          weight=window.weight) for window in problem.windows]
+    work = Work(costs=costs, adj=adj, rows=rows, limit=problem.memory_limit, windows=windows,
                 members={rep: tuple(ms) for rep, ms in members.items()}, frozen=frozen,
                 table={rep: np.tile(np.arange(costs[rep].size)[:, None], (1, len(ms)))
                        for rep, ms in members.items()})
@@ -147,6 +190,21 @@ def build_work(problem: ChoiceProblem, frozen: frozenset[int] = frozenset()) -> 
         work.restrict(rep, np.isfinite(costs[rep]))
     drop_unpairable(work)
     return work
+
+
+def _work_stream(stream: Stream, owner: list[int]) -> WorkStream:
+    nodes: dict[int, np.ndarray] = {}
+    edges: dict[tuple[int, int], np.ndarray] = {}
+    for node, vec in stream.nodes:
+        nodes[owner[node]] = nodes.get(owner[node], 0.0) + vec
+    for u, v, matrix in stream.edges:
+        a, b = owner[u], owner[v]
+        if a == b:  # both ends in one group: they take the same option
+            nodes[a] = nodes.get(a, 0.0) + np.diagonal(matrix)
+            continue
+        key, oriented = ((a, b), matrix) if a < b else ((b, a), matrix.T)
+        edges[key] = edges.get(key, 0.0) + oriented
+    return WorkStream(nodes=nodes, edges=edges, constant=stream.constant)
 
 
 def drop_unpairable(work: Work) -> bool:
@@ -173,6 +231,7 @@ class Indexed:
     edges: tuple[tuple[int, int, np.ndarray], ...]
     rows: tuple[tuple[tuple[int, np.ndarray], ...], ...]
     limit: float | None
+    windows: tuple[Window, ...] = ()
 
     @property
     def n(self) -> int:
@@ -180,7 +239,8 @@ class Indexed:
 
     def evaluate(self, x: np.ndarray) -> float:
         total = float(sum(c[x[i]] for i, c in enumerate(self.costs)))
-        return total + float(sum(m[x[u], x[v]] for u, v, m in self.edges))
+        total += float(sum(m[x[u], x[v]] for u, v, m in self.edges))
+        return total + sum(window.value(x) for window in self.windows)
 
     def row_sums(self, x: np.ndarray) -> list[float]:
         return [float(sum(vec[x[i]] for i, vec in row)) for row in self.rows]
@@ -201,5 +261,10 @@ def index_work(work: Work) -> Indexed:
                   if pos[u] < pos[v])
     rows = tuple(tuple((pos[n], row[n]) for n in sorted(row)) for row in work.rows)
     rows = rows if work.limit is not None else ()
+    windows = tuple(Window(weight=window.weight, streams=tuple(
+        Stream(nodes=tuple((pos[n], stream.nodes[n]) for n in sorted(stream.nodes)),
+               edges=tuple((pos[a], pos[b], stream.edges[(a, b)]) for a, b in sorted(stream.edges)),
+               constant=stream.constant)
+        for stream in window.streams)) for window in work.windows)
     return Indexed(ids=ids, costs=tuple(work.costs[i] for i in ids), edges=edges, rows=rows,
-                   limit=work.limit)
+                   limit=work.limit, windows=windows)

@@ -62,21 +62,35 @@ class _Step:
     rows: np.ndarray
 
 
+def _pairs(ix: Indexed) -> list[tuple[int, int]]:
+    """Every node pair a cost couples: the edges', then the windows' edge terms' (once)."""
+    pairs = [(u, v) for u, v, _ in ix.edges]
+    seen = set(pairs)
+    for window in ix.windows:
+        for stream in window.streams:
+            for u, v, _ in stream.edges:
+                if (u, v) not in seen:
+                    seen.add((u, v))
+                    pairs.append((u, v))
+    return pairs
+
+
 class Eliminator:
     """The symbolic elimination plan, built once and re-run for every λ."""
 
     def __init__(self, ix: Indexed):
         self.ix = ix
         sizes = [c.size for c in ix.costs]
+        self.pairs = _pairs(ix)
         self.scopes: list[tuple[int, ...]] = [(i,) for i in range(ix.n)]
-        self.scopes += [(u, v) for u, v, _ in ix.edges]
+        self.scopes += list(self.pairs)
         holders: list[set[int]] = [set() for _ in range(ix.n)]
         for f, scope in enumerate(self.scopes):
             for var in scope:
                 holders[var].add(f)
         self.steps: list[_Step] = []
         self.largest = 0
-        for node in min_degree_order(ix.n, [(u, v) for u, v, _ in ix.edges]):
+        for node in min_degree_order(ix.n, self.pairs):
             factors = tuple(sorted(holders[node]))
             union = tuple(sorted({var for f in factors for var in self.scopes[f]}))
             self.largest = max(self.largest, int(np.prod([sizes[v] for v in union])))
@@ -105,14 +119,26 @@ class Eliminator:
     def feasible(self) -> bool:
         return self.largest <= MAX_TABLE
 
-    def solve(self, unary: list[np.ndarray]) -> tuple[float, np.ndarray]:
-        """Minimum of Σ unary + Σ edges and an assignment attaining it."""
-        tables: dict[int, np.ndarray] = dict(enumerate(unary))
+    def edge_tables(self) -> list[np.ndarray]:
+        """The edges' matrices per pair (parallel edges were summed by ``index_work``)."""
+        sizes = [c.size for c in self.ix.costs]
+        tables = [np.zeros((sizes[u], sizes[v])) for u, v in self.pairs]
         for e, (_, _, matrix) in enumerate(self.ix.edges):
+            tables[e] = matrix
+        return tables
+
+    def solve(self, unary: list[np.ndarray], pairwise: list[np.ndarray] | None = None
+              ) -> tuple[float, np.ndarray]:
+        """Minimum of Σ unary + Σ pairwise and an assignment attaining it; ``pairwise`` is
+        one matrix per entry of ``pairs`` (default: the edges', zero on window-only pairs)."""
+        if pairwise is None:
+            pairwise = self.edge_tables()
+        tables: dict[int, np.ndarray] = dict(enumerate(unary))
+        for e, matrix in enumerate(pairwise):
             tables[self.ix.n + e] = matrix
         constant = 0.0
         back = []
-        first_new = self.ix.n + len(self.ix.edges)
+        first_new = self.ix.n + len(self.pairs)
         for s, step in enumerate(self.steps):
             total = None
             for f, perm, shape in zip(step.factors, step.perms, step.shapes, strict=True):
@@ -167,12 +193,63 @@ def lagrange_dp(ix: Indexed, deadline: float | None = None) -> DPResult | None:
     elim = Eliminator(ix)
     if not elim.feasible:
         return None
+    if ix.windows:
+        return _windowed(ix, elim, deadline)
     value, x0 = elim.solve(list(ix.costs))
     if ix.fits(x0):
         return DPResult(x0, ix.evaluate(x0), value)
     if len(ix.rows) != 1:
         return DPResult(None, np.inf, value)
     return _bisect(ix, elim, value, x0, deadline)
+
+
+WINDOW_STEPS = 12
+
+
+def _windowed(ix: Indexed, elim: Eliminator, deadline: float | None) -> DPResult:
+    """Windows by Lagrangian relaxation: for any weights λ on a window's streams that sum to
+    one, ``Σ λ_s·stream_s ≤ max_s stream_s``, so the DP of the weighted sums is a lower
+    bound of the problem (memory rows are left to the caller's MIP: the bound holds, the
+    plans that do not fit are not returned). The weights move toward each window's busiest
+    stream at the last plan (a subgradient step of the dual), and every plan is scored
+    exactly."""
+    lam = [np.full(len(window.streams), 1.0 / len(window.streams)) for window in ix.windows]
+    best, best_value, bound = None, np.inf, -np.inf
+    for step in range(WINDOW_STEPS):
+        unary, pairwise, constant = _weighted(ix, elim, lam)
+        value, x = elim.solve(unary, pairwise)
+        bound = max(bound, value + constant)
+        if ix.fits(x) and ix.evaluate(x) < best_value:
+            best, best_value = x, ix.evaluate(x)
+        if best_value - bound <= GAP_STOP * abs(best_value) or _late(deadline):
+            break
+        rate = 1.0 / (step + 2)
+        for w, window in enumerate(ix.windows):
+            busiest = np.zeros(len(window.streams))
+            busiest[int(np.argmax([stream.value(x) for stream in window.streams]))] = 1.0
+            lam[w] = (1 - rate) * lam[w] + rate * busiest
+    return DPResult(best, float(best_value), float(min(bound, best_value)))
+
+
+def _weighted(ix: Indexed, elim: Eliminator, lam: list[np.ndarray]
+              ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
+    """Costs plus each window's streams weighted by ``weight · λ``: unary, pairwise (one per
+    ``elim.pairs``) and a constant."""
+    unary = [c.copy() for c in ix.costs]
+    pairwise = [m.copy() for m in elim.edge_tables()]
+    index = {pair: e for e, pair in enumerate(elim.pairs)}
+    constant = 0.0
+    for window, weights in zip(ix.windows, lam, strict=True):
+        for stream, share in zip(window.streams, weights, strict=True):
+            scale = window.weight * float(share)
+            if scale == 0.0:
+                continue
+            constant += scale * stream.constant
+            for node, vec in stream.nodes:
+                unary[node] += scale * vec
+            for u, v, matrix in stream.edges:
+                pairwise[index[(u, v)]] += scale * matrix
+    return unary, pairwise, constant
 
 
 def _bisect(ix: Indexed, elim: Eliminator, value0: float, x0: np.ndarray,

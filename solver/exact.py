@@ -46,6 +46,16 @@ def exhaustive(problem: ChoiceProblem) -> tuple[tuple[int, ...], float]:
         total += costs[grid[n]]
     for u, v, matrix in problem.edges:
         total += matrix[grid[u], grid[v]]
+    for window in problem.windows:
+        longest = np.full(grid.shape[1], -np.inf)
+        for stream in window.streams:
+            value = np.full(grid.shape[1], stream.constant)
+            for n, vec in stream.nodes:
+                value += vec[grid[n]]
+            for u, v, matrix in stream.edges:
+                value += matrix[grid[u], grid[v]]
+            longest = np.maximum(longest, value)
+        total += window.weight * longest
     for group in problem.groups or ():
         for node in group[1:]:
             total[grid[node] != grid[group[0]]] = np.inf

@@ -49,7 +49,7 @@ import numpy as np
 
 from solver.backends.formulation import Formulation, build
 from solver.compact import Indexed, build_work, index_work
-from solver.problem import ChoiceProblem
+from solver.problem import ChoiceProblem, Stream, Window
 from solver.reduce import reduce_work
 
 logger = logging.getLogger(__name__)
@@ -88,6 +88,60 @@ def _edge_sides(problem: ChoiceProblem, block_of: np.ndarray, position: np.ndarr
     return out
 
 
+def _role(node: int, owner: int, block_of: np.ndarray, position: np.ndarray
+          ) -> tuple[str, int] | None:
+    k = block_of[node]
+    if k == -1:
+        return ("R", int(node))
+    if k == owner:
+        return ("self", int(position[node]))
+    if k == owner - 1:
+        return ("prev", int(position[node]))
+    return None
+
+
+def _window_sides(problem: ChoiceProblem, block_of: np.ndarray, position: np.ndarray):
+    """Per window: its owner block (the latest block it mentions, -1 for R) and the window
+    with every node replaced by its role there, or None if a window spans more than two
+    consecutive blocks."""
+    out = []
+    for window in problem.windows:
+        mentioned = [n for stream in window.streams for n, _ in stream.nodes]
+        mentioned += [n for stream in window.streams for u, v, _ in stream.edges for n in (u, v)]
+        owner = int(max(block_of[n] for n in mentioned)) if mentioned else -1
+        streams = []
+        for stream in window.streams:
+            nodes = [(_role(n, owner, block_of, position), vec) for n, vec in stream.nodes]
+            edges = [(_role(u, owner, block_of, position), _role(v, owner, block_of, position),
+                      m) for u, v, m in stream.edges]
+            if any(r is None for r, _ in nodes) or any(a is None or b is None
+                                                       for a, b, _ in edges):
+                return None
+            streams.append((tuple(nodes), tuple(edges), stream.constant))
+        out.append((owner, tuple(streams), window.weight, window.group))
+    return out
+
+
+def _same_windows(first: list, other: list) -> bool:
+    """Whether two blocks' windows are the same, in order, role by role and value by value."""
+    if len(first) != len(other):
+        return False
+    for (streams_a, weight_a), (streams_b, weight_b) in zip(first, other, strict=True):
+        if weight_a != weight_b or len(streams_a) != len(streams_b):
+            return False
+        for (nodes_a, edges_a, c_a), (nodes_b, edges_b, c_b) in zip(streams_a, streams_b,
+                                                                    strict=True):
+            if c_a != c_b or len(nodes_a) != len(nodes_b) or len(edges_a) != len(edges_b):
+                return False
+            if any(ra != rb or not np.array_equal(va, vb)
+                   for (ra, va), (rb, vb) in zip(nodes_a, nodes_b, strict=True)):
+                return False
+            if any((a1, b1) != (a2, b2) or not np.array_equal(m1, m2)
+                   for (a1, b1, m1), (a2, b2, m2) in zip(edges_a, edges_b, strict=True)):
+                return False
+    return True
+
+
 def find_chain(problem: ChoiceProblem) -> Chain | None:
     """The chain the problem's ``blocks`` claim, if the claim holds exactly; else ``None``."""
     if problem.blocks is None or len(problem.blocks) < MIN_BLOCKS or problem.groups:
@@ -103,17 +157,30 @@ def find_chain(problem: ChoiceProblem) -> Chain | None:
     if sides is None:
         logger.info("periodic: an edge skips a block; solving the whole problem")
         return None
+    window_sides = _window_sides(problem, block_of, position)
+    if window_sides is None:
+        logger.info("periodic: a window spans more than two blocks; solving the whole problem")
+        return None
     owned: list[list] = [[] for _ in blocks]
     for owner, a, b, matrix in sides:
         if owner >= 0:
             owned[owner].append((a, b, matrix))
+    windows: list[list] = [[] for _ in blocks]
+    for owner, streams, weight, _group in window_sides:
+        if owner >= 0:
+            windows[owner].append((streams, weight))
     reference = 1
     for k in range(2, len(blocks) - 1):
-        if not _same_block(problem, blocks[reference], blocks[k], owned[reference], owned[k]):
+        if not _same_block(problem, blocks[reference], blocks[k], owned[reference], owned[k]) \
+                or not _same_windows(windows[reference], windows[k]):
             logger.info("periodic: block %d differs from block 1; solving the whole problem", k)
             return None
-    copies = tuple(frozenset(r for a, b, _ in edges for role, r in (a, b) if role == "prev")
-                   for edges in owned)
+    copies = tuple(frozenset(
+        [r for a, b, _ in edges for role, r in (a, b) if role == "prev"]
+        + [r for streams, _ in block_windows for nodes, edge_terms, _ in streams
+           for role, r in [*(n for n, _ in nodes), *(x for a, b, _ in edge_terms
+                                                    for x in (a, b))] if role == "prev"])
+        for edges, block_windows in zip(owned, windows, strict=True))
     rest = tuple(int(i) for i in np.flatnonzero(block_of == -1))
     return Chain(rest=rest, blocks=blocks, copies=copies)
 
@@ -194,9 +261,10 @@ def aggregate(problem: ChoiceProblem, chain: Chain, head: int = 1, tail: int = 1
         block_nodes.append(tuple(nodes((_tag(k, tied), r), scale * problem.node_costs[i])
                                  for r, i in enumerate(block)))
     edges = _aggregated_edges(problem, chain, nodes, tied)
+    windows = _aggregated_windows(problem, chain, nodes, tied)
     links = _boundary_links(chain, nodes.index, tied)
     frozen = frozenset(a for terms in links for a, _ in terms)
-    agg = ChoiceProblem(node_costs=nodes.costs, edges=edges)
+    agg = ChoiceProblem(node_costs=nodes.costs, edges=edges, windows=windows)
     return Aggregated(problem=agg, frozen=frozen, links=tuple(links), rest=rest,
                       block_nodes=tuple(block_nodes), tied=tied)
 
@@ -227,6 +295,42 @@ def _aggregated_edges(problem: ChoiceProblem, chain: Chain, nodes: _Nodes,
                 ends.append(nodes(("pc" + _tag(owner, tied), r), zeros[r]))
         edges.append((ends[0], ends[1], weight * matrix if owner in tied else matrix))
     return edges
+
+
+def _aggregated_windows(problem: ChoiceProblem, chain: Chain, nodes: _Nodes,
+                        tied: tuple[int, ...]) -> tuple[Window, ...]:
+    """Every window owned by a distinct block, the representative (weighted by the tied
+    blocks it stands for) or no block, its nodes renamed as the edges' are."""
+    blocks, weight, rep = chain.blocks, float(len(tied)), tied[0]
+    block_of = np.full(problem.num_nodes, -1)
+    position = np.full(problem.num_nodes, -1)
+    for k, block in enumerate(blocks):
+        block_of[list(block)] = k
+        position[list(block)] = np.arange(len(block))
+    sides = _window_sides(problem, block_of, position)
+    if sides is None:
+        raise AssertionError("find_chain accepted a window that spans more than two blocks")
+
+    def rename(role: tuple[str, int], owner: int) -> int:
+        kind, r = role
+        if kind == "R":
+            return nodes.index[("R", r)]
+        if kind == "self":
+            return nodes.index[(_tag(owner, tied), r)]
+        i = blocks[owner - 1][r]
+        return nodes(("pc" + _tag(owner, tied), r), np.zeros(problem.node_costs[i].size))
+
+    out = []
+    for owner, streams, window_weight, group in sides:
+        if owner in tied and owner != rep:
+            continue  # the representative's windows stand for it
+        scale = weight if owner in tied else 1.0
+        out.append(Window(weight=window_weight * scale, group=group, streams=tuple(
+            Stream(nodes=tuple((rename(role, owner), vec) for role, vec in stream_nodes),
+                   edges=tuple((rename(a, owner), rename(b, owner), m)
+                               for a, b, m in stream_edges), constant=constant)
+            for stream_nodes, stream_edges, constant in streams)))
+    return tuple(out)
 
 
 def _boundary_links(chain: Chain, index: dict[tuple, int], tied: tuple[int, ...]

@@ -212,7 +212,8 @@ def solve_restricted(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: fl
     may cost."""
     tied = ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
                          groups=interior_groups(chain), liveness=problem.liveness,
-                         node_memory=problem.node_memory, memory_limit=problem.memory_limit)
+                         node_memory=problem.node_memory, memory_limit=problem.memory_limit,
+                         windows=problem.windows)
     try:
         answer = solve_graph(tied, Clock(clock.remaining()), "auto", True, gap, None,
                              sizes_of(tied))

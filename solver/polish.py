@@ -67,4 +67,4 @@ def fix(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...]) -> 
             only[choices[node]] = vec[choices[node]]
             vec = only
         costs.append(vec)
-    return ChoiceProblem(node_costs=costs, edges=problem.edges)
+    return ChoiceProblem(node_costs=costs, edges=problem.edges, windows=problem.windows)

@@ -8,11 +8,16 @@ names the node or edge index at fault.
 Memory comes in one of two forms. ``node_memory`` gives bytes per option and the constraint is
 the *sum* over nodes ≤ ``memory_limit``. ``liveness`` gives, per time step, the terms alive at
 that step, and the constraint is that *every step's* sum ≤ ``memory_limit`` (a peak).
+
+``windows`` add costs that are not sums: a :class:`Window` is a stretch of time in which several
+streams run concurrently (a compute stream and a stream per link, say), and it lasts as long as
+its busiest stream. Its cost is ``weight · max_s Σ(stream s's terms)``: still linear in a MIP
+(a time variable above every stream), so plans stay provably optimal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +26,44 @@ from solver.errors import InvalidProblemError, NoFiniteOptionError
 
 Edge = tuple[int, int, np.ndarray]
 Term = tuple[int, np.ndarray]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Stream:
+    """One stream of a :class:`Window`: its time is ``constant`` plus the chosen entry of each
+    node vector and of each edge matrix (``(u, v, matrix)``, ``matrix[i, j]`` when u takes i
+    and v takes j). Entries are finite: an impossible option is marked in ``node_costs``."""
+
+    nodes: tuple[Term, ...] = ()
+    edges: tuple[Edge, ...] = ()
+    constant: float = 0.0
+
+    def value(self, choices: Sequence[int]) -> float:
+        total = self.constant + sum(float(vec[choices[n]]) for n, vec in self.nodes)
+        return total + sum(float(m[choices[u], choices[v]]) for u, v, m in self.edges)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Window:
+    """Streams that run at the same time; the window costs ``weight`` times its longest one.
+
+    Example: compute of 3 units beside a link busy for 5: the window costs 5.
+
+        >>> import numpy as np
+        >>> w = Window(streams=(Stream(nodes=((0, np.array([3.0, 1.0])),)),
+        ...                     Stream(nodes=((1, np.array([5.0, 0.0])),))))
+        >>> w.value((0, 0)), w.value((1, 1))
+        (5.0, 1.0)
+    """
+
+    streams: tuple[Stream, ...]
+    weight: float = 1.0
+    # windows of one group are alike (a model's layers): the solver may treat them alike
+    group: Hashable | None = None
+
+    def value(self, choices: Sequence[int]) -> float:
+        """``weight · max`` over the streams, for an assignment."""
+        return self.weight * max(stream.value(choices) for stream in self.streams)
 
 
 def _vector(values: object, what: str, *, node: int | None = None) -> np.ndarray:
@@ -58,6 +101,7 @@ class ChoiceProblem:
         memory_limit: bytes; ``None`` means unconstrained.
         groups: lists of nodes that must take the same option index.
         liveness: per time step, ``(node, vector)`` terms; each step's sum must fit the limit.
+        windows: costs of concurrent work (see the module docstring), added to the objective.
         blocks: a claim that the problem is a chain of repeated blocks (a model's layers):
             ``blocks[k][r]`` is the r-th node of block k, blocks in chain order, every block
             the same length with matching option counts position by position. It is only a
@@ -79,6 +123,7 @@ class ChoiceProblem:
     groups: tuple[tuple[int, ...], ...] | None = None
     liveness: tuple[tuple[Term, ...], ...] | None = None
     blocks: tuple[tuple[int, ...], ...] | None = None
+    windows: tuple[Window, ...] = ()
 
     def __post_init__(self) -> None:
         costs = tuple(_vector(c, f"node_costs[{i}]", node=i)
@@ -99,6 +144,7 @@ class ChoiceProblem:
         object.__setattr__(self, "groups", self._groups(sizes))
         object.__setattr__(self, "liveness", self._liveness(sizes))
         object.__setattr__(self, "blocks", self._blocks(sizes))
+        object.__setattr__(self, "windows", self._windows(sizes))
         if self.memory_limit is not None:
             limit = float(self.memory_limit)
             if np.isnan(limit):
@@ -214,6 +260,48 @@ class ChoiceProblem:
                 seen.add(node)
         return blocks
 
+    def _windows(self, sizes: list[int]) -> tuple[Window, ...]:
+        out = []
+        for w, window in enumerate(self.windows):
+            if not isinstance(window, Window) or not window.streams:
+                raise InvalidProblemError(f"window {w} must be a Window with at least one stream")
+            weight = float(window.weight)
+            if not np.isfinite(weight) or weight < 0:
+                raise InvalidProblemError(f"window {w} has weight {window.weight!r}; it must be "
+                                          "finite and non-negative")
+            streams = tuple(self._stream(sizes, f"window {w} stream {s}", stream)
+                            for s, stream in enumerate(window.streams))
+            try:
+                hash(window.group)
+            except TypeError:
+                raise InvalidProblemError(f"window {w} has an unhashable group") from None
+            out.append(Window(streams=streams, weight=weight, group=window.group))
+        return tuple(out)
+
+    def _stream(self, sizes: list[int], what: str, stream: Stream) -> Stream:
+        nodes = []
+        for node, vec in stream.nodes:
+            node = _check_node(node, len(sizes), what)
+            vec = _vector(vec, f"{what} term of node {node}", node=node)
+            if vec.size != sizes[node] or not np.isfinite(vec).all():
+                msg = f"{what}: the term of node {node} must hold {sizes[node]} finite values"
+                raise InvalidProblemError(msg, node=node)
+            nodes.append((node, vec))
+        edges = []
+        for u, v, matrix in stream.edges:
+            u, v = _check_node(u, len(sizes), what), _check_node(v, len(sizes), what)
+            matrix = np.array(matrix, dtype=np.float64)
+            if matrix.shape != (sizes[u], sizes[v]) or not np.isfinite(matrix).all() or u == v:
+                msg = (f"{what}: the edge term {u}->{v} must be a finite ({sizes[u]}, "
+                       f"{sizes[v]}) matrix between two different nodes")
+                raise InvalidProblemError(msg)
+            matrix.setflags(write=False)
+            edges.append((u, v, matrix))
+        constant = float(stream.constant)
+        if not np.isfinite(constant):
+            raise InvalidProblemError(f"{what} has a non-finite constant")
+        return Stream(nodes=tuple(nodes), edges=tuple(edges), constant=constant)
+
     @property
     def num_nodes(self) -> int:
         return len(self.node_costs)
@@ -235,7 +323,7 @@ class ChoiceProblem:
         total = sum(float(c[i]) for c, i in zip(self.node_costs, choices, strict=True))
         for u, v, matrix in self.edges:
             total += float(matrix[choices[u], choices[v]])
-        return total
+        return total + sum(window.value(choices) for window in self.windows)
 
     def peak_memory(self, choices: Sequence[int]) -> float | None:
         """Memory of an assignment: the row sum, or the largest liveness step."""

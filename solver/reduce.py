@@ -19,6 +19,11 @@
   the best ``w`` is known, so the optimum is unchanged (min-sum bucket elimination); the argmin
   table is kept to lift ``w``'s choice. It runs only when ``N`` is no larger than the two
   matrices it replaces, so the ILP shrinks (GPT-2 training: 407 of 1,082 nodes have degree 2).
+
+Windows (the longest of concurrent streams) cost more when any stream grows, so dominance
+compares each window term too; leaf merging and singleton folding move a node's window terms
+exactly (onto the merged options, into the stream's constant); series elimination skips nodes
+with window terms, whose best option would depend on the other streams.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import time
 
 import numpy as np
 
-from solver.compact import Eliminated, Work, drop_unpairable
+from solver.compact import Eliminated, Work, WorkStream, drop_unpairable
 
 
 class MemoryExhausted(Exception):
@@ -68,10 +73,27 @@ def _dominated(features: np.ndarray) -> np.ndarray:
     return dominated
 
 
+def _window_terms(work: Work, node: int) -> list[np.ndarray]:
+    """The node's window terms as feature columns: its node vector and its edge rows in each
+    stream (a window's cost never falls when one of its streams grows, so an option no
+    worse in every stream term is no worse for every window)."""
+    columns = []
+    for stream in work.streams():
+        if node in stream.nodes:
+            columns.append(stream.nodes[node][:, None])
+        for (a, b), matrix in sorted(stream.edges.items(), key=lambda item: item[0]):
+            if a == node:
+                columns.append(matrix)
+            elif b == node:
+                columns.append(matrix.T)
+    return columns
+
+
 def _features(work: Work, node: int, extra: list[np.ndarray]) -> np.ndarray:
     columns = [work.costs[node][:, None], *extra]
     columns += [row[node][:, None] for row in work.rows if node in row]
     columns += [work.adj[node][other] for other in sorted(work.adj[node])]
+    columns += _window_terms(work, node)
     return np.hstack(columns)
 
 
@@ -99,7 +121,17 @@ def _feature_sources(work: Work, node: int) -> tuple[tuple[int, ...], tuple[np.n
     copies): costs, memory vectors, incident matrices."""
     others = tuple(sorted(work.adj[node]))
     return others, (work.costs[node], *(row[node] for row in work.rows if node in row),
-                    *(work.adj[node][other] for other in others))
+                    *(work.adj[node][other] for other in others), *_window_sources(work, node))
+
+
+def _window_sources(work: Work, node: int) -> list[np.ndarray]:
+    sources = []
+    for stream in work.streams():
+        if node in stream.nodes:
+            sources.append(stream.nodes[node])
+        sources += [matrix for pair, matrix in sorted(stream.edges.items(),
+                                                      key=lambda item: item[0]) if node in pair]
+    return sources
 
 
 def _same_sources(first: tuple, second: tuple) -> bool:
@@ -140,27 +172,45 @@ def prune_dominated(work: Work, deadline: float | None = None,
     return any_change
 
 
-def _pareto_pairs(work: Work, leaf: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each option q of the neighbour, the leaf options p worth keeping."""
+def _pareto_pairs(work: Work, leaf: int, nb: int, matrix: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """For each option q of the neighbour, the leaf options p worth keeping: no other is as
+    good in cost (edge included), in every memory row and in every window stream."""
     memory = [row[leaf][:, None] for row in work.rows if leaf in row]
+    streams = [(stream.nodes.get(leaf), _oriented(stream, leaf, nb))
+               for stream in work.streams()]
     leaf_idx, nb_idx = [], []
     for q in range(matrix.shape[1]):
         cost = work.costs[leaf] + matrix[:, q]
         finite = np.flatnonzero(np.isfinite(cost))
-        feats = np.hstack([cost[:, None], *memory])[finite]
+        window = [(0.0 if vec is None else vec) + (0.0 if edge is None else edge[:, q])
+                  for vec, edge in streams]
+        window = [np.broadcast_to(np.asarray(w, dtype=float), cost.shape)[:, None]
+                  for w in window]
+        feats = np.hstack([cost[:, None], *memory, *window])[finite]
         keep = finite[~_dominated(feats)]
         leaf_idx.append(keep)
         nb_idx.append(np.full(keep.size, q))
     return np.concatenate(leaf_idx), np.concatenate(nb_idx)
 
 
+def _oriented(stream: WorkStream, node: int, other: int) -> np.ndarray | None:
+    """The stream's edge term between ``node`` and ``other``, indexed ``[node, other]``."""
+    if node < other:
+        return stream.edges.get((node, other))
+    matrix = stream.edges.get((other, node))
+    return None if matrix is None else matrix.T
+
+
 def merge_leaf(work: Work, leaf: int) -> bool:
-    """Fold a degree-1 node into its neighbour (see the module docstring)."""
+    """Fold a degree-1 node into its neighbour (see the module docstring); its window terms
+    move with it: its node terms and its edge terms with the neighbour become node terms of
+    the neighbour's new options."""
     (nb,) = work.adj[leaf]
-    if leaf in work.frozen or nb in work.frozen:
+    if leaf in work.frozen or nb in work.frozen or work.window_neighbours(leaf) - {nb}:
         return False
     matrix = work.adj[leaf][nb]
-    p, q = _pareto_pairs(work, leaf, matrix)
+    p, q = _pareto_pairs(work, leaf, nb, matrix)
     cap = max(MERGE_GROWTH * work.costs[nb].size, MERGE_MIN_CAP)
     if p.size > cap or p.size == 0:
         return False
@@ -173,10 +223,32 @@ def merge_leaf(work: Work, leaf: int) -> bool:
         if nb in row or leaf in row:
             base = row[nb][q] if nb in row else 0.0
             row[nb] = base + (row[leaf][p] if leaf in row else 0.0)
+    for stream in work.streams():
+        _merge_stream(stream, leaf, nb, p, q)
     work.table[nb] = np.hstack([work.table[nb][q], work.table[leaf][p]])
     work.members[nb] = work.members[nb] + work.members[leaf]
     work.remove(leaf)
     return True
+
+
+def _merge_stream(stream: WorkStream, leaf: int, nb: int, p: np.ndarray, q: np.ndarray
+                  ) -> None:
+    """Re-index one stream for ``nb``'s new options ``(q, p)`` and fold ``leaf`` into it."""
+    edge = _oriented(stream, leaf, nb)
+    stream.edges.pop((min(leaf, nb), max(leaf, nb)), None)
+    touched = nb in stream.nodes or leaf in stream.nodes or edge is not None
+    for (a, b), matrix in list(stream.edges.items()):
+        if a == nb:
+            stream.edges[(a, b)] = matrix[q]
+        elif b == nb:
+            stream.edges[(a, b)] = matrix[:, q]
+    if touched:
+        value = stream.nodes[nb][q] if nb in stream.nodes else np.zeros(q.size)
+        if leaf in stream.nodes:
+            value = value + stream.nodes.pop(leaf)[p]
+        if edge is not None:
+            value = value + edge[p, q]
+        stream.nodes[nb] = value
 
 
 def fold_singletons(work: Work) -> bool:
@@ -186,6 +258,14 @@ def fold_singletons(work: Work) -> bool:
         if (work.costs[node].size != 1 or node in work.frozen or not work.adj[node]
                 or _in_memory(work, node)):
             continue
+        for stream in work.streams():  # its window terms are constants now
+            if node in stream.nodes:
+                stream.constant += float(stream.nodes.pop(node)[0])
+            for (a, b) in [pair for pair in stream.edges if node in pair]:
+                other = b if a == node else a
+                term = _oriented(stream, other, node)[:, 0]
+                del stream.edges[(a, b)]
+                stream.nodes[other] = stream.nodes.get(other, 0.0) + term
         neighbours = sorted(work.adj[node])
         for other in neighbours:
             work.costs[other] = work.costs[other] + work.adj[other][node][:, 0]
@@ -238,7 +318,7 @@ def eliminate_series_nodes(work: Work) -> bool:
     changed = False
     for node in work.nodes():
         if (node in work.adj and len(work.adj[node]) == 2 and not _in_memory(work, node)
-                and node not in work.frozen):
+                and node not in work.frozen and not work.in_window(node)):
             changed |= eliminate_series(work, node)
     if changed:
         drop_unpairable(work)

@@ -13,6 +13,7 @@ from pathlib import Path
 from autoshard.errors import UsageError
 
 BENCHMARKS = {
+    "calibration": "autoshard.bench.calibration",
     "context-parallel": "autoshard.bench.context_parallel",
     "enumerate": "autoshard.bench.enumerate",
     "moe-links": "autoshard.bench.moe_links",

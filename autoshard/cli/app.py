@@ -13,6 +13,9 @@ import logging
 import click
 
 from autoshard.cli.bench import bench_command
+from autoshard.cli.calibrate import calibrate_command
+from autoshard.cli.diff import diff_command
+from autoshard.cli.explain import explain_command
 from autoshard.cli.export import export_command
 from autoshard.cli.importing import import_group
 from autoshard.cli.models import models_command
@@ -30,6 +33,6 @@ def main(verbose: int) -> None:
     configure_logging(level)
 
 
-for _command in (plan_command, models_command, bench_command, export_command, import_group,
-                 sweep_command, verify_command):
+for _command in (plan_command, models_command, bench_command, calibrate_command, export_command,
+                 import_group, sweep_command, verify_command, explain_command, diff_command):
     main.add_command(_command)

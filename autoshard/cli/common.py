@@ -109,6 +109,25 @@ def shape_options(dtype_help: str | None = None) -> Decorator:
     )
 
 
+def step_options() -> Decorator:
+    """``--global-batch --micro-batch --grad-accum --overlap``: how a training step runs."""
+    return _stack(
+        click.option("--global-batch", type=int, default=None,
+                     help="Samples per step (all micro-batches, all replicas); with "
+                          "--micro-batch or --grad-accum for gradient accumulation."),
+        click.option("--micro-batch", type=int, default=None,
+                     help="Samples per micro-batch on each data-parallel replica (Megatron's "
+                          "micro-batch size); the replicas are the axes named dp, fsdp, …"),
+        click.option("--grad-accum", type=int, default=None,
+                     help="Micro-batches per step (gradient accumulation)."),
+        click.option("--overlap", type=click.Choice(["op", "layer", "none"]), default="op",
+                     show_default=True,
+                     help="How parameter gathers and gradient reductions overlap compute: "
+                          "behind the op they feed or came from (op), pooled per layer and "
+                          "phase (layer: slower, often not proven optimal), or not (none)."),
+    )
+
+
 def training_options(what: str) -> Decorator:
     """``--training/--inference --optimizer --recompute``; ``what`` says what they describe."""
     return _stack(

@@ -9,8 +9,16 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import friendly_errors, parse_links, shape_options, training_options
+from autoshard.cli.common import (
+    friendly_errors,
+    parse_links,
+    shape_options,
+    step_options,
+    training_options,
+)
+from autoshard.cli.pin_options import chosen_pins, pin_options, show_pins
 from autoshard.errors import OutputExistsError, UsageError, VerificationFailedError
+from autoshard.planning.batch import batch_plan
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.planner import plan
 from autoshard.planning.record import Plan
@@ -35,20 +43,31 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
              memory: str | None, training: bool, out_dir: Path | None, force: bool,
              time_limit: float | None, quiet: bool, as_json: bool, allow_uneven: bool = False,
              optimizer: str = "adamw", recompute: str = "none", reserve: str = "0",
-             verify: bool = False, gap: float | None = None, expert_axes: str | None = None,
+             verify: bool = False, gap: float | None = None, strategy: str = "auto",
+             pin_files: tuple[Path, ...] = (), print_pins_only: bool = False,
+             global_batch: int | None = None, micro_batch: int | None = None,
+             grad_accum: int | None = None, overlap: str = "op", expert_axes: str | None = None,
              **overrides: Any) -> None:
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
+    mesh = Mesh.parse(mesh_text)
+    if print_pins_only:
+        show_pins(strategy, pin_files, mesh)
+        return
     check_out_dir(out_dir, force)
     requested_gap = OPTIMALITY_GAP if gap is None else gap
-    mesh = Mesh.parse(mesh_text)
-    graph = load_model(model, {k: overrides.get(k) for k in SHAPE_OVERRIDES})
+    batches = batch_plan(mesh, batch=overrides.get("batch"), global_batch=global_batch,
+                         micro_batch=micro_batch, grad_accum=grad_accum)
+    graph = load_model(model, {**{k: overrides.get(k) for k in SHAPE_OVERRIDES},
+                               "batch": batches.graph_batch})
     limit = float(parse_bytes(memory)) if memory is not None else None
     result = plan(graph, mesh, topology=topology, links=parse_links(link_specs),
                   memory_limit=limit, time_limit=time_limit, model_name=model,
                   allow_uneven=allow_uneven, training=training, optimizer=optimizer,
                   recompute=recompute, reserve=float(parse_bytes(reserve)),
                   progress=sys.stderr.isatty() and not quiet, gap=requested_gap,
+                  pins=chosen_pins(strategy, pin_files, mesh),
+                  micro_batches=batches.micro_batches, overlap=overlap,
                   expert_axes=tuple(a.strip() for a in expert_axes.split(","))
                   if expert_axes else None)
     if verify:
@@ -82,7 +101,7 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 
     data = result.to_dict()
     summary = {key: data[key] for key in ("model", "mesh", "topology", "objective", "memory",
-                                          "fingerprint")}
+                                          "fingerprint", "throughput") if key in data}
     summary["files"] = written
     summary["collectives"] = len(result.collectives())
     return json.dumps(summary, indent=1, sort_keys=True)
@@ -103,6 +122,7 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.option("--reserve", default="0", show_default=True,
               help="Memory per device kept free (CUDA context, fragmentation), e.g. 2GiB.")
 @shape_options(dtype_help="Parameter/activation dtype (default bf16).")
+@step_options()
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Write plan.json, costs.csv and reshards.csv into this directory.")
 @click.option("--force", is_flag=True, help="Overwrite files already in --out.")
@@ -119,9 +139,14 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.option("--verify", is_flag=True,
               help="Run the plan on an emulated mesh (NumPy, dims scaled down) and compare with "
                    "the unsharded model; the verdict goes into plan.json; exit 1 on a mismatch.")
+@pin_options()
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @friendly_errors
-def plan_command(**options: Any) -> None:
-    """Plan a model on a mesh (no arguments: gpt2 on dp=2,tp=4 of dgx-h100)."""
-    run_plan(**options)
+def plan_command(print_pins: bool, **options: Any) -> None:
+    """Plan a model on a mesh (no arguments: gpt2 on dp=2,tp=4 of dgx-h100).
+
+    With --strategy or --pin the plan keeps the given layouts and optimises the rest; with
+    every tensor pinned (--pin plan.json) it evaluates that plan on this mesh and topology.
+    """
+    run_plan(print_pins_only=print_pins, **options)

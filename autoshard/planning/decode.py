@@ -6,12 +6,14 @@ with the same search that priced them, so the collectives recorded are the ones 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from autoshard.planning.edge_costs import NEXT_STEP, Edge
 from autoshard.planning.node_costs import NodeTerms, intra_op_collectives, local_specs
 from autoshard.planning.output_fix import output_fix
 from autoshard.planning.record import CollectiveRecord, OpRecord, ReshardRecord
+from autoshard.planning.step import EdgeRole, overlap_label, runs
 from autoshard.reshard.find import find_reshard
 from autoshard.sharding.links import MeshLinks
 from autoshard.sharding.tensor_sharding import TensorSharding
@@ -20,26 +22,18 @@ from graphs import Op, OpGraph, TensorRole
 
 
 def decode_next_step(graph: OpGraph, ops: list[Op], chosen: list[Strategy], loops: list[Edge],
-                     links: MeshLinks, hbm_bw: float | None) -> list[ReshardRecord]:
+                     links: MeshLinks, hbm_bw: float | None,
+                     roles: Sequence[EdgeRole] | None = None,
+                     micro_batches: int = 1) -> list[ReshardRecord]:
     """The priced next-step reshards of the chosen plan (consumer ``<next step>``)."""
-    records = []
-    for u, v, _matrix, (name, j, _i) in loops:
-        src, dst = chosen[u].outputs[j], chosen[v].outputs[0]
-        if src == dst:
-            continue
-        tensor = graph.tensors[name]
-        reshard = find_reshard(src, dst, tensor.shape, tensor.dtype.itemsize, links, hbm_bw)
-        records.append(ReshardRecord(
-            tensor=name, producer=ops[u].name, consumer=NEXT_STEP,
-            src=tuple(str(p) for p in src.placements), dst=tuple(str(p) for p in dst.placements),
-            collectives=_records(reshard, links)))
-    return records
+    return _decode(graph, ops, chosen, loops, links, hbm_bw, roles, micro_batches, next_step=True)
 
 
 def op_record(graph: OpGraph, op: Op, node: NodeTerms, strat: Strategy, choice: int,
-              links: MeshLinks) -> OpRecord:
+              links: MeshLinks, count: int = 1) -> OpRecord:
     ins, outs = graph.specs(op)
     return OpRecord(
+        count=count,
         kind=op.kind, strategy=strat.label,
         compute_s=float(node.compute[choice]), comm_s=float(node.comm[choice]),
         flops=float(node.flops[choice]), memory_bytes=float(node.memory[choice]),
@@ -57,27 +51,43 @@ def _records(reshard: Any, links: MeshLinks) -> tuple[CollectiveRecord, ...]:
 
 
 def decode_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], edges: list[Edge],
-                    links: MeshLinks, hbm_bw: float | None) -> list[ReshardRecord]:
-    """Every producer→consumer conflict of the chosen plan as an explicit, priced reshard."""
+                    links: MeshLinks, hbm_bw: float | None,
+                    roles: Sequence[EdgeRole] | None = None,
+                    micro_batches: int = 1) -> list[ReshardRecord]:
+    """Every producer→consumer conflict of the chosen plan as an explicit, priced reshard,
+    with how often a step runs it and the window it overlaps (``roles``, one per edge)."""
+    return _decode(graph, ops, chosen, edges, links, hbm_bw, roles, micro_batches,
+                   next_step=False)
+
+
+def _decode(graph: OpGraph, ops: list[Op], chosen: list[Strategy], edges: list[Edge],
+            links: MeshLinks, hbm_bw: float | None, roles: Sequence[EdgeRole] | None,
+            micro_batches: int, *, next_step: bool) -> list[ReshardRecord]:
     records = []
-    for u, v, _matrix, (name, j, i) in edges:
-        src, dst = chosen[u].outputs[j], chosen[v].inputs[i]
+    for index, (u, v, _matrix, (name, j, i)) in enumerate(edges):
+        src = chosen[u].outputs[j]
+        dst = chosen[v].outputs[0] if next_step else chosen[v].inputs[i]
         if src == dst:
             continue
         tensor = graph.tensors[name]
         reshard = find_reshard(src, dst, tensor.shape, tensor.dtype.itemsize, links, hbm_bw)
+        role = None if roles is None else roles[index]
         records.append(ReshardRecord(
-            tensor=name, producer=ops[u].name, consumer=ops[v].name,
+            tensor=name, producer=ops[u].name, consumer=NEXT_STEP if next_step else ops[v].name,
             src=tuple(str(p) for p in src.placements), dst=tuple(str(p) for p in dst.placements),
-            collectives=_records(reshard, links)))
+            collectives=_records(reshard, links),
+            count=1 if role is None else runs(role, src, dst, tensor.shape, micro_batches),
+            overlap="" if role is None else overlap_label(role, ops)))
     return records
 
 
 def output_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], links: MeshLinks,
-                    hbm_bw: float | None) -> list[ReshardRecord]:
-    """The reductions that keep graph outputs from being left Partial (priced in node costs)."""
+                    hbm_bw: float | None, counts: Sequence[int] | None = None
+                    ) -> list[ReshardRecord]:
+    """The reductions that keep graph outputs from being left Partial (priced in node costs,
+    run as often as their op: ``counts``)."""
     records = []
-    for op, strat in zip(ops, chosen, strict=True):
+    for index, (op, strat) in enumerate(zip(ops, chosen, strict=True)):
         for name, sharding in zip(op.outputs, strat.outputs, strict=True):
             tensor = graph.tensors[name]
             if tensor.role is not TensorRole.OUTPUT:
@@ -90,7 +100,8 @@ def output_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], links
                 tensor=name, producer=op.name, consumer="<output>",
                 src=tuple(str(p) for p in sharding.placements),
                 dst=tuple(str(p) for p in target.placements),
-                collectives=_records(reshard, links)))
+                collectives=_records(reshard, links),
+                count=1 if counts is None else counts[index]))
     return records
 
 

@@ -14,9 +14,12 @@ holds
 * the running op's working set: its inputs as it reads them (an all-gathered weight is a full
   copy) and its outputs.
 
-One exception follows what DDP and FSDP do: a parameter gradient is reduced as soon as it is
-produced (bucketed reduce-scatter or all-reduce), so between its producer and the optimizer it
-is held in the layout the optimizer reads. Outputs an op overwrites in place (``updates``:
+One exception follows what DDP, ZeRO-2 and FSDP do: a parameter gradient is reduced as soon as
+it is produced (bucketed reduce-scatter or all-reduce), so between its producer and the
+optimizer it is held in the layout the optimizer reads. ``deferred_gradients`` drops the
+exception, as ZeRO stage 1 does (Rajbhandari et al. 2020, §5.1: P_os partitions only the
+optimizer state, every device keeps whole gradients): each gradient is then held as produced
+until the optimizer step and reduced there. Outputs an op overwrites in place (``updates``:
 optimizer steps) take no new memory, and an in-place step reads resident state where it lies.
 
 A tensor read at a step where it is also alive (it has later readers) is counted twice at that
@@ -129,7 +132,8 @@ class MemoryModel:
 
 def build_memory_model(graph: OpGraph, ops: Sequence[Op], source_memory: Sequence[np.ndarray],
                        in_bytes: Sequence[tuple[np.ndarray, ...]],
-                       out_bytes: Sequence[tuple[np.ndarray, ...]]) -> MemoryModel:
+                       out_bytes: Sequence[tuple[np.ndarray, ...]], *,
+                       deferred_gradients: bool = False) -> MemoryModel:
     """The terms of ``graph`` scheduled in the order of ``ops`` (a topological order).
 
     Args:
@@ -137,6 +141,8 @@ def build_memory_model(graph: OpGraph, ops: Sequence[Op], source_memory: Sequenc
         ops: every op, sources included, in schedule order (the planner's node order).
         source_memory: per node, the bytes of a source op's output per option (0 otherwise).
         in_bytes / out_bytes: per node, per operand, local bytes per option.
+        deferred_gradients: hold parameter gradients as produced until the optimizer step
+            (ZeRO-1) instead of in the optimizer's layout from their production on.
     """
     node_of = {op.name: i for i, op in enumerate(ops)}
     steps = [i for i, op in enumerate(ops) if op.kind not in SOURCE_KINDS]
@@ -169,8 +175,8 @@ def build_memory_model(graph: OpGraph, ops: Sequence[Op], source_memory: Sequenc
             if name in graph.outputs:
                 stop = last
             if stop - 1 >= t + 1:
-                terms.append(_live_term(graph, name, i, j, t + 1, stop - 1, users, ops,
-                                        in_bytes, out_bytes[i][j]))
+                terms.append(_live_term(graph, name, i, t + 1, stop - 1, users, ops,
+                                        in_bytes, out_bytes[i][j], deferred_gradients))
             if _is_saved(op, [ops[u] for u in users]):
                 saved.append((i, out_bytes[i][j]))
     return MemoryModel(terms=tuple(terms), steps=len(steps),
@@ -194,17 +200,16 @@ def _working_term(graph: OpGraph, op: Op, node: int, step: int,
                 tensor=f"<working set of {op.name}>")
 
 
-def _live_term(graph: OpGraph, name: str, producer: int, output: int, start: int, stop: int,
+def _live_term(graph: OpGraph, name: str, producer: int, start: int, stop: int,
                users: list[int], ops: Sequence[Op], in_bytes: Sequence[tuple[np.ndarray, ...]],
-               produced: np.ndarray) -> Term:
+               produced: np.ndarray, deferred_gradients: bool) -> Term:
     tensor = graph.tensors[name]
-    if tensor.role is TensorRole.GRAD and len(users) == 1:
+    if tensor.role is TensorRole.GRAD and len(users) == 1 and not deferred_gradients:
         consumer = users[0]
         k = ops[consumer].inputs.index(name)
         return Term(node=consumer, vector=in_bytes[consumer][k], start=start, stop=stop,
                     category="grads", tensor=name)
     category = "grads" if tensor.role is TensorRole.GRAD else "activations"
-    del output
     return Term(node=producer, vector=produced, start=start, stop=stop, category=category,
                 tensor=name)
 

@@ -15,13 +15,14 @@ Conventions the plan states in its notes:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,14 +40,21 @@ from autoshard.planning.decode import (
 from autoshard.planning.edge_costs import Edge, edge_matrices, next_step_edges
 from autoshard.planning.experts import expert_axes_filter
 from autoshard.planning.layers import repeated_blocks
+from autoshard.planning.lean import prefer_less_compute
 from autoshard.planning.memory import build_memory_model
+from autoshard.planning.named import pin_set
 from autoshard.planning.node_costs import NodeTerms, node_terms, op_strategies, structure_key
 from autoshard.planning.output_fix import output_fix
+from autoshard.planning.pin_masks import Restriction
+from autoshard.planning.pins import Pins
 from autoshard.planning.record import Objective, Plan, TensorRecord
+from autoshard.planning.step import Overlap, StepOptions
+from autoshard.planning.step_problem import step_problem, step_seconds
+from autoshard.planning.throughput import throughput
 from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
 from autoshard.strategies.derive import Strategy
-from costmodel import Link, Topology, format_bytes
+from costmodel import Link, Topology, format_bytes, peak_flops
 from graphs import GraphError, Op, OpGraph, TensorRole
 from graphs.training import RECOMPUTE_CHOICES, training_graph
 
@@ -78,6 +86,9 @@ class PlanOptions:
     progress: bool = False
     gap: float = solver.OPTIMALITY_GAP
     exclude: Callable[[Op, Strategy], bool] | None = None
+    pins: Pins | None = None
+    op_pins: Mapping[str, str] | None = None
+    step: StepOptions = field(default_factory=StepOptions)
 
 
 def plan(
@@ -97,6 +108,10 @@ def plan(
     model_name: str | None = None,
     progress: bool = False,
     gap: float = solver.OPTIMALITY_GAP,
+    pins: Pins | str | None = None,
+    strategy: str | None = None,
+    micro_batches: int = 1,
+    overlap: Overlap | str = Overlap.OP,
     exclude: Callable[[Op, Strategy], bool] | None = None,
     expert_axes: Sequence[str] | None = None,
 ) -> Plan:
@@ -120,6 +135,20 @@ def plan(
         gap: relative gap to the proven lower bound at which the solver may stop. The
             default proves the plan optimal; a what-if study may take 1e-3 (what sweeps use),
             which is far below what separates mesh shapes and spares most of a 3-axis solve.
+        pins: layouts the plan must use (:mod:`autoshard.planning.pins`): a
+            :class:`~autoshard.planning.pins.Pins`, or the path of a TOML pin file or a
+            plan.json; everything else is optimised.
+        strategy: a named hand plan (``ddp``, ``zero1``, ``zero2``, ``fsdp``, ``megatron``,
+            ``megatron-sp``; :mod:`autoshard.planning.named`) to evaluate, applied before
+            ``pins``; ``None`` or ``"auto"`` is the search.
+        micro_batches: micro-batches per step (gradient accumulation); ``graph`` is one
+            micro-batch (its activations are what memory holds). Compute and activation
+            traffic run this many times, the optimizer step once (:mod:`.step`).
+        overlap: how communication frameworks overlap with compute is priced
+            (:class:`~autoshard.planning.step.Overlap`): ``"op"`` (the default) hides
+            parameter gathers and gradient reductions behind the op they feed or came from,
+            ``"layer"`` pools them per layer and phase (slower to prove), ``"none"`` adds
+            every collective in full.
         exclude: ``exclude(op, strategy)`` True takes the strategy out of the search, for
             "what would the best plan be without X" questions (e.g. without ring attention);
             the plan is then optimal among the rest.
@@ -135,6 +164,10 @@ def plan(
     """
     _check_reserve(reserve, memory_limit, topology)
     check_gap(gap)
+    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) \
+            or micro_batches < 1:
+        raise UsageError(f"micro_batches must be a positive integer, got {micro_batches!r}")
+    forward = graph
     if training and not any(t.role is TensorRole.GRAD for t in graph.tensors.values()):
         graph = training_step_graph(graph, optimizer, recompute)
     topo = resolve_topology(topology)
@@ -142,9 +175,30 @@ def plan(
         exclude = _both(exclude, expert_axes_filter(graph, mesh, expert_axes))
     options = PlanOptions(memory_limit=memory_limit, reserve=float(reserve), time_limit=time_limit,
                           allow_uneven=allow_uneven, backend=backend, model_name=model_name,
-                          progress=progress, gap=float(gap), exclude=exclude)
-    return _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
-                    options).run()
+                          progress=progress, gap=float(gap), exclude=exclude,
+                          pins=pin_set(strategy, pins, mesh),
+                          step=StepOptions(micro_batches=micro_batches,
+                                           overlap=_overlap(overlap)))
+    planner = _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
+                       options)
+    planner.forward, planner.training = forward, training or graph is not forward
+    return planner.run()
+
+
+def replan(graph: OpGraph, mesh: Mesh, topology: Topology, links: MeshLinks,
+           options: PlanOptions, *, prepare_only: bool = False) -> Any:
+    """Plan with links already built (what ``explain`` re-solves with); ``prepare_only``
+    returns the prepared planner instead (its strategies, costs and reshard matrices)."""
+    planner = _Planner(graph, mesh, topology, links, options)
+    return planner.prepare() if prepare_only else planner.run()
+
+
+def _overlap(value: Overlap | str) -> Overlap:
+    try:
+        return Overlap(value)
+    except ValueError:
+        raise UsageError(f"unknown overlap model {value!r}; choose one of "
+                         f"{', '.join(o.value for o in Overlap)}") from None
 
 
 def _both(first: Callable[[Op, Strategy], bool] | None,
@@ -196,8 +250,37 @@ class _Planner:
         self.hbm_bw = float(topology.device.hbm_bw_bytes_per_s)
         self.ops = graph.topo_ops()
         self.timings: dict[str, float] = {}
+        self.forward, self.training = graph, False
 
     def run(self) -> Plan:
+        self.prepare()
+        nodes, edges, loops = self.nodes, self.edges, self.loops
+        limit = self.options.memory_limit
+        if limit is None:
+            limit = float(self.topology.device.hbm_bytes)
+        t2 = time.perf_counter()
+        try:
+            solution = self._solve(self.problem, limit)
+        except solver.NoFiniteOptionError as exc:
+            if not self.masks:
+                raise
+            raise self.restriction.unreachable(exc.node) from None
+        self.timings["solve_s"] = time.perf_counter() - t2
+        t3 = time.perf_counter()
+        lean = prefer_less_compute(self.problem, solution.choices, self.strategies, nodes)
+        if lean != solution.choices:
+            solution = dataclasses.replace(solution, choices=lean,
+                                           objective=self.problem.evaluate(lean))
+        result = self._decode(solution, nodes, edges, loops, limit)
+        self.timings["decode_s"] = time.perf_counter() - t3
+        return result
+
+    def prepare(self) -> _Planner:
+        """Strategies, their prices, the reshard matrices, the memory model, the pins' masks
+        and the step's problem: everything the solver is given. Sets ``strategies``,
+        ``nodes``, ``edges``, ``loops``, ``costs`` (pinned-out options at inf), ``masks``,
+        ``memory``, ``blocks``, ``step`` and ``problem`` (what the solver gets: the step's
+        costs, pinned-out options at inf)."""
         t0 = time.perf_counter()
         self.strategies = [self._allowed(op, op_strategies(self.graph, op, self.mesh,
                                                            self.options.allow_uneven))
@@ -211,29 +294,34 @@ class _Planner:
                                  self.hbm_bw)
         loops = next_step_edges(self.graph, self.ops, self.strategies, self.links,
                                    self.hbm_bw)
-        self.memory = build_memory_model(self.graph, self.ops, [n.memory for n in nodes],
-                                         [n.in_bytes for n in nodes],
-                                         [n.out_bytes for n in nodes])
+        pins = self.options.pins
+        self.memory = build_memory_model(
+            self.graph, self.ops, [n.memory for n in nodes], [n.in_bytes for n in nodes],
+            [n.out_bytes for n in nodes],
+            deferred_gradients=pins is not None and pins.gradient_sync == "deferred")
+        self.costs = self._restrict(nodes, [*edges, *loops])
         self.timings["cost_s"] = time.perf_counter() - t1
-        limit = self.options.memory_limit
-        if limit is None:
-            limit = float(self.topology.device.hbm_bytes)
         self.blocks = repeated_blocks(
             [op.name for op in self.ops],
             [(structure_key(self.graph, op), len(s))
              for op, s in zip(self.ops, self.strategies, strict=True)])
-        problem = solver.ChoiceProblem(
-            node_costs=[n.cost for n in nodes],
-            edges=[(u, v, m) for u, v, m, _ in (*edges, *loops)],
-            blocks=self.blocks,
-        )
-        t2 = time.perf_counter()
-        solution = self._solve(problem, limit)
-        self.timings["solve_s"] = time.perf_counter() - t2
-        t3 = time.perf_counter()
-        result = self._decode(solution, nodes, edges, loops, limit)
-        self.timings["decode_s"] = time.perf_counter() - t3
-        return result
+        self.nodes, self.edges, self.loops = nodes, edges, loops
+        self.step = step_problem(self.graph, self.ops, self.strategies, nodes, edges, loops,
+                                 self.links, self.hbm_bw, self.options.step)
+        # the pins' excluded options stay impossible (self.costs has them at inf)
+        costs = [np.where(np.isfinite(pinned), cost, np.inf)
+                 for pinned, cost in zip(self.costs, self.step.node_costs, strict=True)]
+        self.problem = solver.ChoiceProblem(node_costs=costs, edges=self.step.edges,
+                                            blocks=self.blocks, windows=self.step.windows)
+        return self
+
+    def _restrict(self, nodes: list[NodeTerms], edges: list[Edge]) -> list[np.ndarray]:
+        """Node costs with the options the pins exclude at inf (unchanged without pins)."""
+        self.restriction = Restriction.build(self.graph, self.mesh, self.ops, self.strategies,
+                                             nodes, edges, self.links, self.hbm_bw,
+                                             self.options.pins, self.options.op_pins)
+        self.pinned, self.masks = self.restriction.pinned, self.restriction.masks
+        return self.restriction.costs
 
     def _allowed(self, op: Op, strategies: tuple[Strategy, ...]) -> tuple[Strategy, ...]:
         exclude = self.options.exclude
@@ -268,7 +356,7 @@ class _Planner:
             return free
         problem = solver.ChoiceProblem(node_costs=relaxed.node_costs, edges=relaxed.edges,
                                        liveness=self.memory.rows(budget), memory_limit=budget,
-                                       blocks=relaxed.blocks)
+                                       blocks=relaxed.blocks, windows=relaxed.windows)
         remaining = None  # the time limit covers both solves, not each
         if options.time_limit is not None:
             remaining = max(options.time_limit - (time.perf_counter() - start), 0.01)
@@ -277,6 +365,13 @@ class _Planner:
             return solver.solve(problem, time_limit=remaining, backend=options.backend,
                                 known_bound=free.bound, gap=options.gap)
         except solver.Infeasible as exc:
+            if self.masks:  # blame the pins only when some plan fits without them
+                unpinned = self.restriction.unpinned_infeasible(
+                    problem, options.backend, options.gap, self.memory.peak)
+                if unpinned is None:
+                    raise self.restriction.memory_error(float(exc.min_peak) + options.reserve,
+                                                        float(limit)) from None
+                exc = unpinned
             raise MemoryTooSmallError(needed_bytes=float(exc.min_peak) + options.reserve,
                                       limit_bytes=float(limit), mesh=str(self.mesh)) from None
 
@@ -285,20 +380,23 @@ class _Planner:
         chosen: list[Strategy] = [s[c] for s, c in
                                   zip(self.strategies, solution.choices, strict=True)]
         op_records = {}
-        for op, node, strat, choice in zip(self.ops, nodes, chosen, solution.choices,
-                                           strict=True):
+        counts, m = self.step.node_counts, self.options.step.micro_batches
+        for op, node, strat, choice, count in zip(self.ops, nodes, chosen, solution.choices,
+                                                  counts, strict=True):
             op_records[op.name] = op_record(self.graph, op, node, strat, int(choice),
-                                                self.links)
+                                            self.links, count)
+        roles = self.step.roles
         reshards = decode_reshards(self.graph, self.ops, chosen, edges, self.links,
-                                      self.hbm_bw)
+                                   self.hbm_bw, roles[:len(edges)], m)
         reshards.extend(output_reshards(self.graph, self.ops, chosen, self.links,
-                                          self.hbm_bw))
+                                        self.hbm_bw, counts))
         reshards.extend(decode_next_step(self.graph, self.ops, chosen, loops, self.links,
-                                            self.hbm_bw))
+                                         self.hbm_bw, roles[len(edges):], m))
         tensors = _tensor_records(self.graph, self.ops, chosen, self.links, self.hbm_bw)
-        compute = sum(r.compute_s for r in op_records.values())
-        comm = sum(r.comm_s for r in op_records.values()) + sum(r.seconds for r in reshards)
-        total = compute + comm
+        compute = sum(r.count * r.compute_s for r in op_records.values())
+        comm = sum(r.count * r.comm_s for r in op_records.values()) + sum(
+            r.count * r.seconds for r in reshards)
+        total = step_seconds(self.ops, op_records, reshards, self.options.step)
         _check_objective(total, solution.objective)
         peak = self.memory.peak(solution.choices) + self.options.reserve
         breakdown = self.memory.breakdown(solution.choices)
@@ -307,7 +405,8 @@ class _Planner:
             total_s=total, compute_s=compute, comm_s=comm,
             lower_bound_s=float(min(solution.bound, total)), optimal=bool(solution.optimal),
             gap=float(solution.gap), status=str(solution.status.name).lower(),
-            solve_s=self.timings.get("solve_s", 0.0))
+            solve_s=self.timings.get("solve_s", 0.0), hidden_s=max(compute + comm - total, 0.0),
+            micro_batches=m)
         return Plan(
             model=self.options.model_name or self.graph.name,
             mesh=tuple(zip(self.mesh.axis_names, self.mesh.axis_sizes, strict=True)),
@@ -323,11 +422,33 @@ class _Planner:
             stats={**{k: round(v, 6) for k, v in self.timings.items()},
                    "ops": len(self.ops), "options": int(sum(len(s) for s in self.strategies)),
                    "edges": len(edges), "solver": solution.stats.backend,
-                   "layers": 0 if self.blocks is None else len(self.blocks)},
+                   "layers": 0 if self.blocks is None else len(self.blocks),
+                   "settings": {"allow_uneven": self.options.allow_uneven,
+                                "gap": self.options.gap, "backend": self.options.backend,
+                                "overlap": self.options.step.overlap.value,
+                                "micro_batches": self.options.step.micro_batches},
+                   **({"pinned_tensors": len(self.pinned)} if self.pinned else {})},
+            pins=None if self.options.pins is None else self.options.pins.to_dict(),
+            throughput=self._throughput(total),
         )
+
+    def _throughput(self, step_s: float) -> dict[str, Any] | None:
+        params = [t for t in self.forward.tensors.values() if t.role is TensorRole.PARAM]
+        dtype = params[0].dtype.value if params else "f32"
+        return throughput(self.forward, step_s=step_s, devices=self.mesh.size,
+                          peak_flops_per_s=peak_flops(dtype, self.topology.device),
+                          micro_batches=self.options.step.micro_batches,
+                          training=self.training)
 
     def _solver_notes(self, solution: Any) -> tuple[str, ...]:
         notes = []
+        pins = self.options.pins
+        if pins is not None:
+            notes.append(f"{len(self.pinned)} tensors pinned by {', '.join(pins.sources)}; the "
+                         f"plan is optimal among the plans that keep those layouts")
+            if pins.gradient_sync == "deferred":
+                notes.append("gradients are held whole as produced until the optimizer step "
+                             "and reduced there (ZeRO-1, gradient_sync = deferred)")
         if solution.restricted:
             notes.append(f"search restricted: {solution.restricted}; the lower bound and gap "
                          f"are those of the unrestricted problem")

@@ -3,8 +3,9 @@
 A plan is a frozen value: per tensor its placements, per op its strategy and costs, every
 explicit reshard with the collectives that implement it, and the solver's certificate.
 It round-trips through ``plan.json`` (format ``autoshard.plan/v1``, see docs/architecture.md) and
-renders as pandas DataFrames / CSV. The costs add up by construction: the sum of the per-op
-rows and the per-collective rows equals ``objective.total_s``.
+renders as pandas DataFrames / CSV. The costs add up by construction: each per-op row and each
+per-collective row times its ``count`` (runs per step), summed, less ``objective.hidden_s``
+(communication that ran beside compute), equals ``objective.total_s``.
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ class ReshardRecord:
     src: tuple[str, ...]
     dst: tuple[str, ...]
     collectives: tuple[CollectiveRecord, ...]
+    count: int = 1  # runs per training step (micro-batches, or once per step)
+    overlap: str = ""  # the window it runs beside, e.g. "bwd layer 3"; "" when exposed
 
     @property
     def seconds(self) -> float:
+        """Seconds of one run."""
         return sum(c.seconds for c in self.collectives)
 
 
@@ -70,10 +74,15 @@ class OpRecord:
     local_inputs: tuple[tuple[int, ...], ...]
     local_outputs: tuple[tuple[int, ...], ...]
     intra_op: tuple[CollectiveRecord, ...] = ()
+    count: int = 1  # runs per training step (micro-batches, or once per step)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Objective:
+    """Seconds of one step. ``compute_s`` and ``comm_s`` count every run of every op and
+    collective (their records' ``count``); ``hidden_s`` is the communication that ran beside
+    compute, so ``total_s = compute_s + comm_s - hidden_s``."""
+
     total_s: float
     compute_s: float
     comm_s: float
@@ -82,6 +91,8 @@ class Objective:
     gap: float
     status: str
     solve_s: float
+    hidden_s: float = 0.0
+    micro_batches: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +114,8 @@ class Plan:
     notes: tuple[str, ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
     verification: Mapping[str, Any] | None = None
+    pins: Mapping[str, Any] | None = None
+    throughput: Mapping[str, Any] | None = None
 
     # ---- reports -------------------------------------------------------------------------
     def costs(self) -> pd.DataFrame:
@@ -113,7 +126,7 @@ class Plan:
             "local_outputs": " ".join("x".join(map(str, s)) or "scalar"
                                       for s in rec.local_outputs),
             "flops": rec.flops, "compute_s": rec.compute_s, "comm_s": rec.comm_s,
-            "memory_bytes": rec.memory_bytes,
+            "count": rec.count, "memory_bytes": rec.memory_bytes,
         } for name, rec in self.ops.items()]
         return pd.DataFrame(rows, columns=_COST_COLUMNS)
 
@@ -123,7 +136,7 @@ class Plan:
             "tensor": r.tensor, "producer": r.producer, "consumer": r.consumer,
             "src": " ".join(r.src), "dst": " ".join(r.dst), "collective": c.kind,
             "mesh_axes": ",".join(c.axes), "group_size": c.group_size, "bytes": c.bytes,
-            "seconds": c.seconds,
+            "seconds": c.seconds, "count": r.count, "overlap": r.overlap,
         } for r in self.reshards for c in r.collectives]
         return pd.DataFrame(rows, columns=_RESHARD_COLUMNS)
 
@@ -146,6 +159,8 @@ class Plan:
             "notes": list(self.notes),
             "stats": dict(self.stats),
             **({"verification": dict(self.verification)} if self.verification else {}),
+            **({"pins": dict(self.pins)} if self.pins is not None else {}),
+            **({"throughput": dict(self.throughput)} if self.throughput else {}),
         }
 
     def to_json(self) -> str:
@@ -183,9 +198,9 @@ class Plan:
 
 
 _COST_COLUMNS = ["op", "kind", "strategy", "local_inputs", "local_outputs", "flops",
-                 "compute_s", "comm_s", "memory_bytes"]
+                 "compute_s", "comm_s", "count", "memory_bytes"]
 _RESHARD_COLUMNS = ["tensor", "producer", "consumer", "src", "dst", "collective", "mesh_axes",
-                    "group_size", "bytes", "seconds"]
+                    "group_size", "bytes", "seconds", "count", "overlap"]
 
 
 def _tensor_dict(t: TensorRecord) -> dict[str, Any]:
@@ -216,13 +231,14 @@ def _op_dict(o: OpRecord) -> dict[str, Any]:
             "comm_s": o.comm_s, "flops": o.flops, "memory_bytes": o.memory_bytes,
             "local_inputs": [list(s) for s in o.local_inputs],
             "local_outputs": [list(s) for s in o.local_outputs],
-            "intra_op": [_collective_dict(c) for c in o.intra_op]}
+            "intra_op": [_collective_dict(c) for c in o.intra_op], "count": o.count}
 
 
 def _reshard_dict(r: ReshardRecord) -> dict[str, Any]:
     return {"tensor": r.tensor, "producer": r.producer, "consumer": r.consumer,
             "src": list(r.src), "dst": list(r.dst),
-            "collectives": [_collective_dict(c) for c in r.collectives]}
+            "collectives": [_collective_dict(c) for c in r.collectives],
+            "count": r.count, "overlap": r.overlap}
 
 
 def _collective(d: Mapping[str, Any]) -> CollectiveRecord:
@@ -249,15 +265,19 @@ def _plan_from_dict(d: Mapping[str, Any]) -> Plan:
                          comm_s=o["comm_s"], flops=o["flops"], memory_bytes=o["memory_bytes"],
                          local_inputs=tuple(tuple(s) for s in o["local_inputs"]),
                          local_outputs=tuple(tuple(s) for s in o["local_outputs"]),
-                         intra_op=tuple(_collective(c) for c in o.get("intra_op", ())))
+                         intra_op=tuple(_collective(c) for c in o.get("intra_op", ())),
+                         count=int(o.get("count", 1)))
              for n, o in d["ops"].items()},
         reshards=tuple(ReshardRecord(tensor=r["tensor"], producer=r["producer"],
                                      consumer=r["consumer"], src=tuple(r["src"]),
                                      dst=tuple(r["dst"]),
-                                     collectives=tuple(_collective(c) for c in r["collectives"]))
+                                     collectives=tuple(_collective(c) for c in r["collectives"]),
+                                     count=int(r.get("count", 1)), overlap=r.get("overlap", ""))
                        for r in d["reshards"]),
         fingerprint=d["fingerprint"],
         notes=tuple(d.get("notes", ())),
         stats=dict(d.get("stats", {})),
         verification=d.get("verification"),
+        pins=d.get("pins"),
+        throughput=d.get("throughput"),
     )

@@ -18,6 +18,16 @@ from costmodel import format_bytes
 _LAYER = re.compile(r"(?<=\.)\d+(?=\.)")
 
 
+def layer_pattern(name: str) -> str:
+    """``layers.3.attn.wq`` → ``layers.*.attn.wq``: how reports group a model's layers.
+
+    Example:
+        >>> layer_pattern("opt/layers.12.mlp.w1.m"), layer_pattern("final_norm.weight")
+        ('opt/layers.*.mlp.w1.m', 'final_norm.weight')
+    """
+    return _LAYER.sub("*", name)
+
+
 def format_seconds(seconds: float) -> str:
     if seconds >= 1:
         return f"{seconds:.3f} s"
@@ -34,16 +44,29 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     for link in plan.links:
         lines.append("  " + "  ".join(f"{k}={v}" for k, v in link.items()))
     obj = plan.objective
-    share = obj.comm_s / obj.total_s if obj.total_s else 0.0
+    exposed = obj.comm_s - obj.hidden_s
+    share = exposed / obj.total_s if obj.total_s else 0.0
+    runs = f", {obj.micro_batches} micro-batches" if obj.micro_batches > 1 else ""
     lines.append(f"step time  {format_seconds(obj.total_s)}  (compute "
-                 f"{format_seconds(obj.compute_s)}, communication {format_seconds(obj.comm_s)}, "
-                 f"{share:.1%} comm)")
+                 f"{format_seconds(obj.compute_s)}, communication {format_seconds(obj.comm_s)}"
+                 f" of which {format_seconds(obj.hidden_s)} hidden behind compute, "
+                 f"{share:.1%} of the step exposed{runs})")
+    if plan.throughput:
+        rate = plan.throughput
+        mfu = "" if rate.get("mfu") is None else f", MFU {rate['mfu']:.1%}"
+        lines.append(f"throughput {rate['tokens_per_s_per_device']:,.0f} tokens/s per device "
+                     f"({rate['tokens_per_step']:,} tokens per step{mfu})")
     proof = "proven optimal" if obj.optimal else f"gap {obj.gap:.4%} to the lower bound"
     lines.append(f"solver     {obj.status}, {proof}; lower bound "
                  f"{format_seconds(obj.lower_bound_s)}; solve {format_seconds(obj.solve_s)}")
     limit = format_bytes(plan.limit_bytes) if plan.limit_bytes else "none"
     lines.append(f"memory     {format_bytes(plan.peak_bytes_per_device)} per device "
                  f"(limit {limit})" + _breakdown(plan.memory_breakdown))
+    if plan.pins is not None:
+        sync = (", gradients reduced at the optimizer step"
+                if plan.pins.get("gradient_sync") == "deferred" else "")
+        lines.append(f"pinned     {plan.stats.get('pinned_tensors', 0)} tensors by "
+                     f"{', '.join(plan.pins.get('sources', ()))}{sync}")
     if plan.verification is not None:
         verdict = "passed" if plan.verification.get("passed") else "FAILED"
         lines.append(f"verified   {plan.verification.get('message') or verdict}")
@@ -89,7 +112,7 @@ def _param_placements(plan: Plan) -> list[str]:
     groups: dict[tuple[str, tuple[str, ...]], list[str]] = defaultdict(list)
     for name, rec in plan.tensors.items():
         if rec.role == "param":
-            pattern = _LAYER.sub("*", name)
+            pattern = layer_pattern(name)
             groups[(pattern, rec.placements)].append(name)
     if not groups:
         return []

@@ -100,11 +100,12 @@ _PRICERS: dict[tuple[Any, ...], Pricer] = {}
 _GRAPHS: dict[tuple[Any, ...], StateGraph] = {}
 _SPACES: dict[tuple[Any, ...], PricedSpace] = {}
 _MATRICES: dict[tuple[Any, ...], np.ndarray] = {}
+_AXIS_MATRICES: dict[tuple[Any, ...], np.ndarray] = {}
 
 
 def clear_caches() -> None:
     """Forget every memoized search (for benchmarks measuring cold runs, and memory)."""
-    for cache in (_PRICERS, _GRAPHS, _SPACES, _MATRICES):
+    for cache in (_PRICERS, _GRAPHS, _SPACES, _MATRICES, _AXIS_MATRICES):
         cache.clear()
 
 
@@ -187,6 +188,69 @@ def reshard_cost_matrix(srcs: Sequence[TensorSharding], dsts: Sequence[TensorSha
     rows = np.fromiter((src_index[s] for s in srcs), dtype=np.intp, count=len(srcs))
     cols = np.fromiter((dst_index[d] for d in dsts), dtype=np.intp, count=len(dsts))
     return small[np.ix_(rows, cols)]
+
+
+def reshard_axis_matrices(srcs: Sequence[TensorSharding], dsts: Sequence[TensorSharding],
+                          global_shape: Sequence[int], itemsize: int, links: MeshLinks,
+                          device_hbm_bw: float | None = None) -> np.ndarray:
+    """Where the seconds of each cheapest reshard are spent, shape ``(len(srcs), len(dsts),
+    axes + 1)``: per mesh axis (a collective over several axes counts on each, since it holds
+    all their links) and, last, in local steps. Along the very path ``find_reshard`` takes, so
+    ``find_reshard(src, dst).collectives`` split the same way give the same numbers; zero
+    where ``reshard_cost_matrix`` is inf.
+
+    Why: an overlap model runs each mesh axis's collectives on a stream of their own, so it
+    needs each axis's busy time, not only the total.
+    """
+    axes = len(links.mesh.axis_names)
+    if not srcs or not dsts:
+        return np.zeros((len(srcs), len(dsts), axes + 1))
+    shape = _check(srcs[0], dsts[0], global_shape, links)
+    unique_src = list(dict.fromkeys(srcs))
+    unique_dst = list(dict.fromkeys(dsts))
+    key = (tuple(unique_src), tuple(unique_dst), shape, itemsize, links.describe_key(),
+           device_hbm_bw)
+    small = _AXIS_MATRICES.get(key)
+    if small is None:
+        small = _small_axis_matrix(unique_src, unique_dst, shape, itemsize, links,
+                                   device_hbm_bw)
+        small.setflags(write=False)
+        _AXIS_MATRICES[key] = small
+    src_index = {s: i for i, s in enumerate(unique_src)}
+    dst_index = {d: j for j, d in enumerate(unique_dst)}
+    rows = np.fromiter((src_index[s] for s in srcs), dtype=np.intp, count=len(srcs))
+    cols = np.fromiter((dst_index[d] for d in dsts), dtype=np.intp, count=len(dsts))
+    return small[np.ix_(rows, cols)]
+
+
+def _small_axis_matrix(unique_src: list[TensorSharding], unique_dst: list[TensorSharding],
+                       shape: tuple[int, ...], itemsize: int, links: MeshLinks,
+                       device_hbm_bw: float | None) -> np.ndarray:
+    """``reshard_axis_matrices`` between distinct shardings (as ``_small_matrix`` does)."""
+    axes = len(links.mesh.axis_names)
+    small = np.zeros((len(unique_src), len(unique_dst), axes + 1))
+    targets = [state_of(dst) for dst in unique_dst]
+    sources = [state_of(src) for src in unique_src]
+    sizes = tuple(int(n) for n in unique_src[0].mesh.axis_sizes)
+    rows = [i for i, source in enumerate(sources) if is_divisible(source[0], sizes, shape)]
+    columns: dict[Any, list[int]] = {}
+    for j, target in enumerate(targets):
+        columns.setdefault(target[1], []).append(j)
+    for allowed, js in columns.items():
+        space = _space_for(unique_src[rows[0]], allowed, shape, itemsize, links,
+                           device_hbm_bw) if rows else None
+        if space is None:
+            continue
+        parts = space.axis_costs([sources[i] for i in rows])
+        index = space.graph.index
+        ids = np.array([index.get(targets[j], -1)
+                        if is_divisible(targets[j][0], sizes, shape) else -1 for j in js],
+                       dtype=np.intp)
+        found = ids >= 0
+        block = np.zeros((len(rows), len(js), axes + 1))
+        block[:, found] = parts[:, ids[found]]
+        small[np.ix_(rows, js)] = block
+    return small
 
 
 def _small_matrix(unique_src: list[TensorSharding], unique_dst: list[TensorSharding],

@@ -201,6 +201,7 @@ class PricedSpace:
     total_bytes: float
     pricer: Pricer
     _rows: dict[int, np.ndarray] = field(default_factory=dict)
+    _axis_rows: dict[int, np.ndarray] = field(default_factory=dict)
     _paths: dict[int, np.ndarray] = field(default_factory=dict)
     _weights: np.ndarray | None = None
     _weights_for: Edges | None = None
@@ -258,6 +259,38 @@ class PricedSpace:
         steps.reverse()
         return steps
 
+    def axis_costs(self, sources: list[State]) -> np.ndarray:
+        """``sources × states × (axes + 1)``: the seconds of the cheapest path (the one
+        :meth:`path` takes) split by where they are spent: on each mesh axis (a collective
+        over several axes counts fully on each, it occupies all their links) and, last, in
+        local steps (slices). Zero where unreachable (``costs`` says inf there).
+
+        The split follows the same choices as :meth:`path`, level by level for every target at
+        once: at state ``s`` reached at level ``k``, the fewest moves with the same sum, then
+        the first move into ``s`` that attains it."""
+        ids = [self.graph.add(source) for source in sources]
+        edges = self.graph.edges()
+        axes = len(self.graph.sizes)
+        missing = list(dict.fromkeys(i for i in ids if i not in self._axis_rows))
+        if missing:
+            weights = self._edge_weights(edges)
+            part = np.zeros((len(edges.steps), axes + 1))
+            for index, (kind, step_axes, _) in enumerate(edges.steps):
+                if kind in (ALL_SLICE, REPLICATED_TO_PARTIAL):
+                    part[index, axes] = 1.0
+                else:
+                    part[index, list(step_axes)] = 1.0
+            edge_parts = part[edges.step] * weights[:, None]
+            levels = self._levels(missing)  # levels × sources × states
+            for k, source_id in enumerate(missing):
+                self._axis_rows[source_id] = _split_by_axis(levels[:, k, :], edges, weights,
+                                                            edge_parts)
+        out = np.zeros((len(ids), edges.states, axes + 1))
+        for k, source_id in enumerate(ids):
+            row = self._axis_rows[source_id]
+            out[k, :len(row)] = row
+        return out
+
     def _edge_weights(self, edges: Edges) -> np.ndarray:
         if self._weights_for is not edges:
             prices = np.array([self.pricer.seconds(kind, axes, self.total_bytes / divisor)
@@ -290,6 +323,30 @@ class PricedSpace:
                 return np.stack(levels)
             levels.append(improved)
             current = improved
+
+
+def _split_by_axis(levels: np.ndarray, edges: Edges, weights: np.ndarray,
+                   edge_parts: np.ndarray) -> np.ndarray:
+    """``states × parts`` for one source (see ``PricedSpace.axis_costs``)."""
+    count, states = levels.shape
+    parts = np.zeros((count, states, edge_parts.shape[1]))
+    target_of = edges.group_targets.repeat(np.diff(np.r_[edges.group_starts, len(edges.src)]))
+    for level in range(1, count):
+        value = levels[level]
+        same = levels[level - 1] == value  # reached with fewer moves: its split already holds
+        parts[level][same] = parts[level - 1][same]
+        sums = levels[level - 1, edges.src] + weights
+        hit = (sums == value[target_of]) & ~same[target_of] & np.isfinite(sums)
+        first = np.flatnonzero(hit)
+        if not first.size:
+            continue
+        unique, at = np.unique(target_of[first], return_index=True)
+        chosen = first[at]  # the first move (canonical order) into each state that attains it
+        parts[level][unique] = parts[level - 1][edges.src[chosen]] + edge_parts[chosen]
+    final = _tie_levels(levels)
+    out = np.take_along_axis(parts, np.maximum(final, 0)[None, :, None], axis=0)[0]
+    out[final < 0] = 0.0
+    return out
 
 
 def _tie_levels(levels: np.ndarray) -> np.ndarray:

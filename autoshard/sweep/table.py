@@ -20,13 +20,15 @@ logger = logging.getLogger(__name__)
 
 COLUMNS = (
     "point", "model", "mode", "devices", "axes", "mesh", "topology", "links", "batch", "seq",
-    "training", "total_s", "compute_s", "comm_s", "comm_share", "tokens_per_s",
+    "training", "total_s", "compute_s", "comm_s", "hidden_s", "comm_share", "tokens_per_s",
     "peak_bytes_per_device", "limit_bytes", "feasible", "optimal", "gap", "status",
     "top_collective", "top_collective_axes", "top_collective_s", "solve_s", "wall_s", "plan",
     "error_kind", "error",
 )
-"""Column order of ``sweep.csv``. ``peak_bytes_per_device`` of a point infeasible for memory
-is the smallest peak any plan needs; ``plan`` is relative to the sweep directory."""
+"""Column order of ``sweep.csv``. ``total_s = compute_s + comm_s - hidden_s`` (communication
+hidden behind compute); ``comm_share`` is the exposed communication's share of the step.
+``peak_bytes_per_device`` of a point infeasible for memory is the smallest peak any plan
+needs; ``plan`` is relative to the sweep directory."""
 
 TIMING_COLUMNS = ("solve_s", "wall_s")
 """Columns measured in wall-clock time: they differ between two runs of the same sweep."""

@@ -7,6 +7,12 @@ columns of the cost matrix are grouped (``np.unique``) and one edge variable is 
 With integral x they force exactly the chosen pair to 1, so the model is exact, and its LP
 relaxation is the tight local polytope (docs/solver-backends.md: 2.2× fewer edge variables than the
 full product, 2× faster). A constant aggregated matrix needs no variable at all.
+
+A window (``solver.problem.Window``) gets one time variable ``t ∈ [0, 1]`` standing for
+``T = L + (U − L)·t``, where ``L`` and ``U`` bound its longest stream over every plan, so every
+variable keeps the [0, 1] box that ``lp.dual_bound`` relies on; each stream that can bind is a
+row ``(U − L)·t ≥ stream − L`` and the objective pays ``weight·T``. A window's edge terms get
+their own marginal variables (costing nothing in the objective), one set per node pair.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import numpy as np
 
 from solver.backends.flow_arcs import FlowArcs, flow_arcs
 from solver.compact import Indexed
+from solver.problem import Stream, Window
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -35,6 +42,7 @@ class Formulation:
     memory_rows: tuple[int, ...]
     edge_maps: tuple[tuple[int, int, np.ndarray, np.ndarray, np.ndarray], ...]
     flow_maps: tuple[FlowMap, ...] = ()
+    window_maps: tuple[WindowMap, ...] = ()
 
     @property
     def num_vars(self) -> int:
@@ -53,6 +61,12 @@ class Formulation:
             row, column = flow.inv_r[x[flow.u]], flow.inv_c[x[flow.v]]
             values[flow.first + cheapest_route(flow.arcs, int(row), flow.rows + int(column))] \
                 = 1.0
+        for window in self.window_maps:
+            longest = max(stream.value(x) for stream in window.window.streams)
+            # a hair above, so rounding never makes the hint infeasible (HiGHS rejects the
+            # whole model with an internal error when a hinted row is short by 1e-16)
+            longest += 1e-9 * max(abs(longest), 1.0)
+            values[window.var] = min(max((longest - window.lower) / window.span, 0.0), 1.0)
         return values
 
 
@@ -67,6 +81,18 @@ class FlowMap:
     rows: int
     first: int
     arcs: FlowArcs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class WindowMap:
+    """Where a window's time variable sits: ``T = lower + span·values[var]``; ``rows`` are
+    its stream rows (the CP-SAT backend rescales them)."""
+
+    var: int
+    lower: float
+    span: float
+    window: Window
+    rows: tuple[int, ...]
 
 
 def cheapest_route(arcs: FlowArcs, source: int, target: int) -> np.ndarray:
@@ -114,6 +140,7 @@ class _Builder:
         self.constant = 0.0
         self.edge_maps: list = []
         self.flow_maps: list[FlowMap] = []
+        self.window_maps: list[WindowMap] = []
         self.networks: dict = {}
 
     def add_rows(self, rows, cols, coefs, lo, hi) -> None:
@@ -184,6 +211,68 @@ class _Builder:
                                       -np.ones(inv_r.size), -np.ones(inv_c.size)]),
                       np.zeros(nr + nc), np.zeros(nr + nc))
 
+    def window_edges(self, ix: Indexed) -> dict[tuple[int, int], tuple]:
+        """Marginal variables for the windows' edge terms, one set per node pair over the row
+        and column groups of all its matrices: ``(inv_r, inv_c, ids, rep_r, rep_c)``."""
+        matrices: dict[tuple[int, int], list[np.ndarray]] = {}
+        for window in ix.windows:
+            for stream in window.streams:
+                for u, v, matrix in stream.edges:
+                    matrices.setdefault((u, v), []).append(matrix)
+        out = {}
+        for (u, v), mats in sorted(matrices.items()):
+            _, rep_r, inv_r = np.unique(np.hstack(mats), axis=0, return_index=True,
+                                        return_inverse=True)
+            _, rep_c, inv_c = np.unique(np.vstack(mats), axis=1, return_index=True,
+                                        return_inverse=True)
+            inv_r, inv_c = inv_r.ravel(), inv_c.ravel()
+            nr, nc = rep_r.size, rep_c.size
+            r_idx, c_idx = np.divmod(np.arange(nr * nc), nc)
+            ids = self.num + np.arange(nr * nc)
+            self.num += nr * nc
+            self.obj.append(np.zeros(nr * nc))
+            self.edge_maps.append((u, v, inv_r, inv_c, ids.reshape(nr, nc)))
+            self.add_rows(np.concatenate([r_idx, inv_r]),
+                          np.concatenate([ids, self.offsets[u] + np.arange(inv_r.size)]),
+                          np.concatenate([np.ones(ids.size), -np.ones(inv_r.size)]),
+                          np.zeros(nr), np.zeros(nr))
+            self.add_rows(np.concatenate([c_idx, inv_c]),
+                          np.concatenate([ids, self.offsets[v] + np.arange(inv_c.size)]),
+                          np.concatenate([np.ones(ids.size), -np.ones(inv_c.size)]),
+                          np.zeros(nc), np.zeros(nc))
+            out[(u, v)] = (ids, rep_r, rep_c)
+        return out
+
+    def windows(self, ix: Indexed) -> None:
+        """A time variable per window and a row per stream that can bind (module docstring)."""
+        pairs = self.window_edges(ix)
+        for window in ix.windows:
+            lows = [_extreme(stream, np.min) for stream in window.streams]
+            highs = [_extreme(stream, np.max) for stream in window.streams]
+            lower, upper = max(lows), max(highs)
+            self.constant += window.weight * lower
+            if upper - lower <= 1e-12 * max(abs(upper), 1e-300):
+                continue  # the longest stream is the same in every plan
+            var, span, first = self.num, upper - lower, self.next_row
+            self.num += 1
+            self.obj.append(np.array([window.weight * span]))
+            for stream, high in zip(window.streams, highs, strict=True):
+                if high <= lower:
+                    continue  # never longer than the window's floor
+                cols, coefs = [np.array([var])], [np.array([span])]
+                for node, vec in stream.nodes:
+                    cols.append(self.offsets[node] + np.arange(vec.size))
+                    coefs.append(-vec)
+                for u, v, matrix in stream.edges:
+                    ids, rep_r, rep_c = pairs[(u, v)]
+                    cols.append(ids.ravel())
+                    coefs.append(-matrix[np.ix_(rep_r, rep_c)].ravel())
+                cols_all = np.concatenate(cols)
+                self.add_rows(np.zeros(cols_all.size), cols_all, np.concatenate(coefs),
+                              [stream.constant - lower], [np.inf])
+            self.window_maps.append(WindowMap(var=var, lower=lower, span=span, window=window,
+                                              rows=tuple(range(first, self.next_row))))
+
     def memory(self, ix: Indexed) -> tuple[int, ...]:
         first = self.next_row
         for row in ix.rows:
@@ -205,13 +294,22 @@ def build(ix: Indexed, *, flow: bool = False) -> Formulation:
     builder.one_hot()
     for u, v, matrix in ix.edges:
         builder.edge(u, v, matrix, flow)
+    builder.windows(ix)
     memory_rows = builder.memory(ix) if ix.limit is not None else ()
     cat = np.concatenate
     return Formulation(obj=cat(builder.obj), constant=builder.constant, num_x=num_x,
                        offsets=builder.offsets, rows=cat(builder.rows), cols=cat(builder.cols),
                        coefs=cat(builder.coefs), row_lo=cat(builder.lo), row_hi=cat(builder.hi),
                        memory_rows=memory_rows, edge_maps=tuple(builder.edge_maps),
-                       flow_maps=tuple(builder.flow_maps))
+                       flow_maps=tuple(builder.flow_maps),
+                       window_maps=tuple(builder.window_maps))
+
+
+def _extreme(stream: Stream, pick) -> float:
+    """The stream's smallest (``np.min``) or largest (``np.max``) value over every plan,
+    bounded term by term."""
+    return float(stream.constant + sum(pick(vec) for _, vec in stream.nodes)
+                 + sum(pick(matrix) for _, _, matrix in stream.edges))
 
 
 def decode(form: Formulation, values: np.ndarray) -> np.ndarray:

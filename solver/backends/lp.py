@@ -101,6 +101,10 @@ def dual_bound(form: Formulation, duals: np.ndarray, factor: float) -> float:
     ``min c·v ≥ Σ_rows (lo·y if y > 0 else hi·y) + Σ_j min(0, (c − Aᵀy)_j)``. It holds for
     inexact duals too, which is why a first-order method may solve the LP: the bound is
     computed here, not taken on trust."""
+    # a multiplier of the wrong sign on a one-sided row only makes the bound -inf: clip it
+    # to zero (still "any multipliers"); first-order duals stray there by their tolerance
+    duals = np.where(np.isposinf(form.row_hi), np.maximum(duals, 0.0), duals)
+    duals = np.where(np.isneginf(form.row_lo), np.minimum(duals, 0.0), duals)
     cost = form.obj * factor
     reduced = cost - np.bincount(form.cols, weights=form.coefs * duals[form.rows],
                                  minlength=cost.size)
@@ -213,7 +217,8 @@ def _solve_on_support(form: Formulation, primal: np.ndarray | None, largest: np.
     used = keep[form.cols]
     sub = dataclasses.replace(form, obj=form.obj[columns], rows=form.rows[used],
                               cols=renumber[form.cols[used]], coefs=form.coefs[used], num_x=0,
-                              offsets=np.zeros(1, dtype=np.int64), edge_maps=(), flow_maps=())
+                              offsets=np.zeros(1, dtype=np.int64), edge_maps=(), flow_maps=(),
+                              window_maps=())
     factor = objective_factor(form)
     run = _run_highs(sub, factor, time_limit, barrier=False)
     if run.x is None or run.duals is None:

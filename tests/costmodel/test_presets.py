@@ -22,13 +22,18 @@ from costmodel import (
 PUBLISHED = [
     ("dgx-h100", 989e12, 80e9, 3.35e12, 8, 450e9, 400e9 / 8),
     ("dgx-a100", 312e12, 80e9, 2.039e12, 8, 300e9, 200e9 / 8),
+    # AWS EC2 P4/P5 pages: 400 and 3200 Gb/s of EFA per node; GCP A3 Mega: 8 × 200 Gb/s NICs.
+    ("aws-p4d", 312e12, 80e9, 2.039e12, 8, 300e9, 400e9 / 8 / 8),
+    ("aws-p5", 989e12, 80e9, 3.35e12, 8, 450e9, 3200e9 / 8 / 8),
+    ("gcp-a3-mega", 989e12, 80e9, 3.35e12, 8, 450e9, 200e9 / 8),
     ("tpu-v5e", 197e12, 16e9, 819e9, 256, 4.5e10, 200e9 / 8 / 8),
     ("tpu-v5p", 459e12, 95e9, 2.765e12, 8960, 1.8e11, 50e9 / 8),
 ]
 
 
 def test_preset_names() -> None:
-    assert preset_names() == ("dgx-a100", "dgx-h100", "generic", "tpu-v5e", "tpu-v5p")
+    assert preset_names() == ("aws-p4d", "aws-p5", "dgx-a100", "dgx-h100", "gcp-a3-mega",
+                              "generic", "tpu-v5e", "tpu-v5p")
 
 
 @pytest.mark.parametrize(("name", "bf16", "hbm", "hbm_bw", "node", "inner_bw", "outer_bw"),
@@ -50,8 +55,18 @@ def test_presets_have_published_numbers(name, bf16, hbm, hbm_bw, node, inner_bw,
 def test_gpu_link_names() -> None:
     h100 = get_preset("dgx-h100")
     assert [level.link.name for level in h100.levels] == ["nvlink", "ib"]
-    assert h100.levels[0].link.alpha_s == 1.9e-6     # NCCL hwLat NVLink ring LL128
-    assert h100.levels[1].link.alpha_s == 4.0e-6     # NCCL hwLat NET ring LL128
+    # bus efficiencies quoted by NCCL maintainers (nccl-tests issues 212 and 290)
+    assert h100.levels[0].link.bus_efficiency == pytest.approx(370 / 450)
+    assert h100.levels[1].link.bus_efficiency == pytest.approx(47 / 50)
+
+
+@pytest.mark.parametrize("name", ["dgx-h100", "dgx-a100", "aws-p4d", "aws-p5", "gcp-a3-mega"])
+def test_gpu_presets_follow_measured_curves_and_tpus_stay_alpha_beta(name) -> None:
+    for level in get_preset(name).levels:
+        assert not level.link.is_alpha_beta
+        assert level.link.launch_s > 0 and level.link.pipeline_s > 0
+    for name in ("tpu-v5e", "tpu-v5p", "generic"):
+        assert all(level.link.is_alpha_beta for level in get_preset(name).levels)
 
 
 def test_generic_is_unit_less() -> None:
@@ -83,7 +98,7 @@ H100 = get_preset("dgx-h100")
 
 
 @pytest.mark.parametrize(("spec", "alpha_s", "bw"), [
-    ("nvlink", 1.9e-6, 450e9), ("ib", 4.0e-6, 50e9), ("pcie", 2.5e-6, 64e9),
+    ("nvlink", 0.89e-6, 450e9), ("ib", 0.479e-6, 50e9), ("pcie", 2.5e-6, 64e9),
     ("ethernet", 14e-6, 12.5e9), ("ici", 1e-6, 1.8e11),
     ("alpha:5e-6,bw:25e9", 5e-6, 25e9), ("alpha:5us,bw:25GB/s", 5e-6, 25e9),
     ("alpha=2us, bw=400Gb/s", 2e-6, 50e9), ("alpha:1,beta:1", 1.0, 1.0),

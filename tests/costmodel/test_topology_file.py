@@ -14,6 +14,7 @@ from costmodel import (
     get_preset,
     load_topology,
     loads_topology,
+    parse_link_spec,
     preset_names,
 )
 
@@ -151,3 +152,55 @@ def test_bad_values_name_the_key(text, key, culprit) -> None:
         loads_topology(text, "inline.toml")
     assert info.value.key == key and culprit in str(info.value)
     assert str(info.value).startswith("inline.toml: ")
+
+
+# ------------------------------------------------------------ measured-curve terms
+
+V1_FILE = """format = "autoshard.topology/v1"
+name = "written-before-curves"
+[device]
+name = "chip"
+hbm_bytes = 1000
+hbm_bw_bytes_per_s = 1e12
+[device.peak_flops_per_s]
+bf16 = 1e15
+[[levels]]
+name = "node"
+devices = 8
+link = { name = "nvlink", alpha_s = 1.9e-06, beta_s_per_byte = 2.2222222222222224e-12 }
+[[levels]]
+name = "cluster"
+link = { name = "ib", alpha_s = 4e-06, beta_s_per_byte = 2e-11 }
+"""
+
+
+def test_files_without_curve_terms_load_as_pure_alpha_beta() -> None:
+    topology = loads_topology(V1_FILE)
+    assert all(level.link.is_alpha_beta for level in topology.levels)
+    assert topology.levels[0].link == Link(1.9e-6, 2.2222222222222224e-12, "nvlink")
+    assert dump_topology(topology).count("launch") == 0   # written as before the curve terms
+
+
+def test_curve_terms_in_files_and_link_specs() -> None:
+    topology = loads_topology(V1_FILE.replace(
+        'link = { name = "ib", alpha_s = 4e-06, beta_s_per_byte = 2e-11 }',
+        'link = { name = "ib", alpha = "4us", bw = "50GB/s", launch = "30us", '
+        'pipeline_s = 2e-6, bus_efficiency = 0.9 }'))
+    ib = topology.levels[1].link
+    assert (ib.launch_s, ib.pipeline_s, ib.bus_efficiency) == (30e-6, 2e-6, 0.9)
+    assert loads_topology(dump_topology(topology)) == topology
+    spec = parse_link_spec("alpha:4us,bw:50GB/s,launch:30us,pipeline:2us,bus_efficiency:0.9")
+    assert spec == Link(4e-6, 1 / 50e9, launch_s=30e-6, pipeline_s=2e-6, bus_efficiency=0.9)
+
+
+@pytest.mark.parametrize(("link", "culprit"), [
+    ('{alpha = "1us", bw = "1GB/s", bus_efficiency = 1.5}', "must be in (0, 1]"),
+    ('{alpha = "1us", bw = "1GB/s", bus_efficiency = "most"}', "'most'"),
+    ('{alpha = "1us", bw = "1GB/s", launch = "soon"}', "'soon'"),
+    ('{alpha = "1us", bw = "1GB/s", launch = "1us", launch_s = 1e-6}', "only one"),
+], ids=["efficiency-range", "efficiency-text", "launch-unit", "launch-twice"])
+def test_bad_curve_terms_name_the_key(link, culprit) -> None:
+    text = f'base = "dgx-h100"\n[axes]\ndp = {link}\n'
+    with pytest.raises(TopologyFileError) as info:
+        loads_topology(text, "inline.toml")
+    assert info.value.key.startswith("axes.dp") and culprit in str(info.value)

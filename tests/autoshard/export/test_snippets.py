@@ -40,12 +40,13 @@ from autoshard.sharding.links import MeshLinks
 from autoshard.sharding.mesh import Mesh
 from autoshard.sharding.placements import Partial, Replicate, parse_placement
 from autoshard.sharding.tensor_sharding import TensorSharding
-from costmodel import get_preset
 from graphs import zoo
+from tests.support.alpha_beta import alpha_beta_preset
 
 GPT2 = {"layers": 1, "batch": 8, "seq": 32, "hidden": 64, "heads": 4, "vocab": 512}
 MEMORY_LIMIT = 120e3
-TOPOLOGY = get_preset("dgx-h100")
+# the documented differences are argued from alpha-beta prices (Thakur et al. 2005)
+TOPOLOGY = alpha_beta_preset("dgx-h100")
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from autoshard.sharding.placements import Partial, Replicate, Shard
 from autoshard.sharding.tensor_sharding import TensorSharding
 from costmodel import CollectiveKind, collective_seconds, get_preset
 from tests.support import KNOWN_ANSWERS
+from tests.support.alpha_beta import alpha_beta_preset
 
 
 def make_mesh(text: str) -> Mesh:
@@ -132,13 +133,13 @@ def test_shardy_example_is_matched_or_beaten(case: dict) -> None:
 
 def test_docs_example_is_one_all_gather_over_y_and_z() -> None:
     mesh = make_mesh("x=2,y=2,z=2")
-    links = MeshLinks.build(mesh, get_preset("dgx-h100"))
+    links = MeshLinks.build(mesh, alpha_beta_preset("dgx-h100"))
     src, dst = sharding(mesh, [["x", "y", "z"], []]), sharding(mesh, [["x"], []])
     found = find_reshard(src, dst, (16, 2), 4, links)
     assert [(c.kind, c.axes, c.group_size, c.bytes) for c in found.collectives] == [
         ("all_gather", ("y", "z"), 4, 16 * 2 * 4 / 2)]
     # recursive doubling over 4 NVLink ranks: log2(4)·α + 3/4·m·β with m the gathered output
-    nvlink = get_preset("dgx-h100").levels[0].link
+    nvlink = alpha_beta_preset("dgx-h100").levels[0].link
     by_hand = 2 * nvlink.alpha_s + 3 / 4 * 64 * nvlink.beta_s_per_byte
     assert found.seconds == pytest.approx(by_hand, rel=1e-12)
 
@@ -172,8 +173,8 @@ def test_same_sharding_costs_nothing(dims: list) -> None:
 @pytest.mark.parametrize("size", [8, 6], ids=["tp8", "tp6-ring-only"])
 def test_partial_to_replicate_on_nvlink_is_one_all_reduce(size: int) -> None:
     mesh = make_mesh(f"tp={size}")
-    nvlink = get_preset("dgx-h100").levels[0].link
-    links = MeshLinks.build(mesh, get_preset("dgx-h100"))
+    nvlink = alpha_beta_preset("dgx-h100").levels[0].link
+    links = MeshLinks.build(mesh, alpha_beta_preset("dgx-h100"))
     found = find_reshard(sharding(mesh, [[], []], ("tp",)), sharding(mesh, [[], []]),
                          (1024, 1536), 2, links)
     m, n = 1024 * 1536 * 2.0, size

@@ -1,0 +1,39 @@
+"""``autoshard diff A.json B.json``: what separates two plans of one model on one mesh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from autoshard.cli.common import friendly_errors
+from autoshard.explain import diff_plans
+from autoshard.explain.diff_render import diff_text, write_csv
+from autoshard.planning.record import Plan
+
+
+@click.command("diff")
+@click.argument("a_path", metavar="A.json", type=click.Path(path_type=Path))
+@click.argument("b_path", metavar="B.json", type=click.Path(path_type=Path))
+@click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None,
+              help="Also write every row (section, item, a, b, delta) to this CSV file.")
+@click.option("--force", is_flag=True,
+              help="Compare plans of different models, meshes or graphs anyway (tensors "
+                   "present in both only).")
+@click.option("--rows", type=int, default=20, show_default=True,
+              help="Placement groups and collectives shown per section.")
+@friendly_errors
+def diff_command(**options: Any) -> None:
+    """Compare two plans: placements, step time, memory and collectives, side by side."""
+    run_diff(**options)
+
+
+def run_diff(*, a_path: Path, b_path: Path, csv_path: Path | None, force: bool,
+             rows: int) -> None:
+    a, b = Plan.load(a_path), Plan.load(b_path)
+    diff = diff_plans(a, b, force=force, names=(str(a_path), str(b_path)))
+    click.echo(diff_text(diff, rows))
+    if csv_path is not None:
+        write_csv(diff, csv_path)
+        click.echo(f"wrote      {csv_path}")

@@ -1,0 +1,165 @@
+"""A saved plan put back into the planning problem it answers, so alternatives can be priced.
+
+The plan names its mesh, topology, links, memory limit, reserve and pins; the caller gives the
+model (plan.json stores placements, not the graph). The graph is rebuilt as ``autoshard verify``
+does (a training plan's step read off its op names) and the fingerprint must match. The
+planner is then run up to its solve (:meth:`~autoshard.planning.planner._Planner.prepare`):
+every op's strategies, their costs and the reshard matrices, the numbers the solver saw.
+
+Two kinds of answer come out of it:
+
+* a *single-change bound*: the plan with one op switched to another option and every other
+  op kept, priced from the same cost tables. It is a feasible plan (if it fits in memory), so
+  ``bound ≥ (re-solved optimum with that choice forced) - (plan's optimum)``: an upper bound;
+* a *re-solve*: the whole problem solved again with the alternative pinned, which is the exact
+  change when the solver proves optimality.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+import solver
+from autoshard.errors import AutoshardError, InfeasibleError
+from autoshard.export.plan_view import PlanMismatchError, check_fingerprint, plan_links
+from autoshard.planning.pins import Pins, pins_from_record
+from autoshard.planning.planner import PlanOptions, replan
+from autoshard.planning.record import Plan
+from autoshard.planning.step import Overlap, StepOptions
+from autoshard.sharding.links import MeshLinks
+from autoshard.sharding.mesh import Mesh
+from autoshard.verify.verification import planned_graph
+from costmodel import Topology
+from graphs import OpGraph
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """One re-solve: the new step time and peak, or why there is no plan."""
+
+    total_s: float | None
+    peak_bytes: float | None
+    status: str
+
+    @property
+    def feasible(self) -> bool:
+        return self.total_s is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExplainContext:
+    """A plan, the graph and options it was made with, and the prepared planner."""
+
+    plan: Plan
+    graph: OpGraph
+    mesh: Mesh
+    topology: Topology
+    links: MeshLinks
+    options: PlanOptions
+    prepared: Any
+    choices: tuple[int, ...]
+
+    def node_index(self) -> dict[str, int]:
+        """Op name → node index in the planner's order."""
+        return {op.name: i for i, op in enumerate(self.prepared.ops)}
+
+    def resolve(self, extra: Pins | None = None,
+                op_pins: Mapping[str, str] | None = None) -> Outcome:
+        """Re-solve with ``extra`` pins after the plan's own (they win) or ops forced."""
+        pins = self.options.pins
+        if extra is not None:
+            pins = extra if pins is None else pins + extra
+        options = replace(self.options, pins=pins, op_pins=op_pins, progress=False)
+        try:
+            result = replan(self.graph, self.mesh, self.topology, self.links, options)
+        except InfeasibleError as exc:
+            return Outcome(total_s=None, peak_bytes=None, status=f"no plan fits: {exc}")
+        except (AutoshardError, solver.SolverError) as exc:
+            return Outcome(total_s=None, peak_bytes=None, status=f"impossible: {exc}")
+        obj = result.objective
+        status = "optimal" if obj.optimal else f"gap {obj.gap:.2%}"
+        return Outcome(total_s=obj.total_s, peak_bytes=result.peak_bytes_per_device,
+                       status=status)
+
+
+def explain_context(plan: Plan, graph: OpGraph, *, topology: str | None = None,
+                    link_overrides: Mapping[str, str] | None = None) -> ExplainContext:
+    """Rebuild the planning problem ``plan`` answers from the model ``graph`` it was made of.
+
+    Raises:
+        autoshard.export.plan_view.PlanMismatchError: the plan is of another graph, mesh or
+            link set (fingerprint), or names strategies the planner no longer enumerates.
+    """
+    full = planned_graph(plan, graph)
+    mesh = Mesh(axes=tuple(plan.mesh))
+    topo, links = plan_links(plan, mesh, topology, dict(link_overrides or {}))
+    check_fingerprint(plan, full, mesh, topo, links)
+    settings = plan.stats.get("settings", {})
+    options = PlanOptions(
+        memory_limit=plan.limit_bytes, reserve=float(plan.memory_breakdown.get("reserve", 0.0)),
+        allow_uneven=bool(settings.get("allow_uneven", False)),
+        backend=str(settings.get("backend", "auto")),
+        gap=float(settings.get("gap", solver.OPTIMALITY_GAP)), model_name=plan.model,
+        pins=pins_from_record(plan.pins, plan) if plan.pins is not None else None,
+        # plans made before the step model was recorded were priced as a plain sum
+        step=StepOptions(micro_batches=int(settings.get("micro_batches", 1)),
+                         overlap=Overlap(settings.get("overlap", "none"))))
+    prepared = replan(full, mesh, topo, links, options, prepare_only=True)
+    return ExplainContext(plan=plan, graph=full, mesh=mesh, topology=topo, links=links,
+                          options=options, prepared=prepared,
+                          choices=_choices(plan, prepared))
+
+
+def _choices(plan: Plan, prepared: Any) -> tuple[int, ...]:
+    """The option index of every op's recorded strategy."""
+    choices = []
+    for op, strategies in zip(prepared.ops, prepared.strategies, strict=True):
+        label = plan.ops[op.name].strategy
+        labels = [s.label for s in strategies]
+        if label not in labels:
+            raise PlanMismatchError(f'op {op.name}: the plan\'s strategy "{label}" is not one '
+                                    "this planner enumerates; re-plan with this version",
+                                    expected=label, actual=", ".join(labels[:4]))
+        choices.append(labels.index(label))
+    return tuple(choices)
+
+
+def single_change_deltas(ctx: ExplainContext) -> list[np.ndarray]:
+    """Per node, the change in step time of switching it to each option with every other op
+    kept (inf where impossible). The node's own pins are ignored (forcing an alternative
+    replaces them); its neighbours keep their choices."""
+    problem, x = ctx.prepared.problem, ctx.choices
+    if problem.windows:
+        return _evaluated_deltas(ctx)
+    totals = [np.array(cost, dtype=np.float64) for cost in ctx.prepared.step.node_costs]
+    for u, v, matrix in problem.edges:
+        totals[v] += matrix[x[u], :]
+        totals[u] += matrix[:, x[v]]
+    deltas = []
+    for vector, choice in zip(totals, x, strict=True):
+        with np.errstate(invalid="ignore"):
+            delta = vector - vector[choice]
+        delta[~np.isfinite(vector)] = np.inf
+        deltas.append(delta)
+    return deltas
+
+
+def _evaluated_deltas(ctx: ExplainContext) -> list[np.ndarray]:
+    """``single_change_deltas`` when the problem has windows (not a sum over edges): each
+    alternative priced by evaluating the whole step."""
+    problem, x = ctx.prepared.problem, ctx.choices
+    costs = ctx.prepared.step.node_costs
+    base = problem.evaluate(x)
+    deltas = []
+    for i, vector in enumerate(costs):
+        delta = np.full(vector.size, np.inf)
+        for j in np.flatnonzero(np.isfinite(vector)):
+            changed = list(x)
+            changed[i] = int(j)
+            delta[j] = problem.evaluate(changed) - base
+        deltas.append(delta)
+    return deltas

@@ -1,0 +1,68 @@
+"""The solver's numbers for a step under the chosen overlap model, and the step's seconds
+recomputed from the decoded records (the planner checks that the two agree)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autoshard.planning.edge_costs import Edge
+from autoshard.planning.node_costs import NodeTerms
+from autoshard.planning.overlap_layer import layer_problem, layer_seconds
+from autoshard.planning.overlap_op import edge_matrix
+from autoshard.planning.record import OpRecord, ReshardRecord
+from autoshard.planning.step import (
+    LOCAL_KINDS,
+    Overlap,
+    StepOptions,
+    StepProblem,
+    axis_seconds,
+    edge_roles,
+    node_counts,
+)
+from autoshard.sharding.links import MeshLinks
+from autoshard.strategies.derive import Strategy
+from graphs import Op, OpGraph
+
+
+def step_problem(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy, ...]],
+                 nodes: list[NodeTerms], edges: list[Edge], loops: list[Edge],
+                 links: MeshLinks, hbm_bw: float | None, options: StepOptions) -> StepProblem:
+    """Node costs, edges (and, for the layer model, windows) of one step."""
+    m = options.micro_batches
+    counts = node_counts(ops, m)
+    roles = edge_roles(graph, ops, edges, loops, options)
+    if options.overlap is Overlap.LAYER:
+        return layer_problem(graph, ops, strategies, nodes, edges, loops, roles, links,
+                             hbm_bw, m, counts)
+    objective = [(edge[0], edge[1], edge_matrix(edge, role, strategies, nodes, graph, links,
+                                                hbm_bw, m))
+                 for edge, role in zip((*edges, *loops), roles, strict=True)]
+    costs: list[np.ndarray] = [count * node.cost for node, count in zip(nodes, counts,
+                                                                        strict=True)]
+    return StepProblem(node_costs=costs, edges=objective, windows=(), node_counts=counts,
+                       roles=roles)
+
+
+def step_seconds(ops: list[Op], op_records: dict[str, OpRecord],
+                 reshards: list[ReshardRecord], options: StepOptions) -> float:
+    """A step's seconds recomputed from the decoded records alone: every op and exposed
+    collective times its count, each collective hidden behind an op (``op ...``) by what that
+    op's compute does not cover, and per window (``layer ...``) its busiest stream. Built from
+    the records, not the cost matrices the solver saw: when the two agree, the collectives
+    recorded are the ones that were priced, and where they were priced."""
+    total = sum(r.count * (r.compute_s + r.comm_s) for r in op_records.values())
+    layered = []
+    for record in reshards:
+        if record.overlap.startswith("layer "):
+            layered.append(record)
+            continue
+        if not record.overlap:
+            total += record.count * record.seconds
+            continue
+        hider = op_records[record.overlap.removeprefix("op ")]
+        local = sum(c.seconds for c in record.collectives if c.kind in LOCAL_KINDS)
+        busiest = max(axis_seconds(record).values(), default=0.0)
+        total += record.count * (local + max(0.0, busiest - hider.compute_s))
+    if layered:
+        total += layer_seconds(ops, op_records, layered, options.micro_batches)
+    return total
