@@ -79,8 +79,8 @@ def _row(mesh_text: str, variant: str, graph: Any) -> dict[str, Any]:
                   and name.startswith("layers.") and not name.startswith("layers.0."))
     row.update(
         feasible=True, step_s=result.objective.total_s, compute_s=result.objective.compute_s,
-        comm_s=result.objective.comm_s, optimal=result.objective.optimal,
-        peak_gib=round(result.peak_bytes_per_device / GIB, 2),
+        comm_s=result.objective.comm_s, hidden_s=result.objective.hidden_s,
+        optimal=result.objective.optimal, peak_gib=round(result.peak_bytes_per_device / GIB, 2),
         **{f"{k}_gib": round(breakdown.get(k, 0.0) / GIB, 2)
            for k in ("params", "grads", "optimizer", "activations", "activations_saved")},
         attention=result.ops[middle].strategy,
