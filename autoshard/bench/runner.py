@@ -15,8 +15,10 @@ from autoshard.errors import UsageError
 
 BENCHMARKS = {
     "calibration": "autoshard.bench.calibration",
+    "context-parallel": "autoshard.bench.context_parallel",
     "enumerate": "autoshard.bench.enumerate",
     "kernels": "autoshard.bench.kernels",
+    "moe-links": "autoshard.bench.moe_links",
     "reshard": "autoshard.bench.reshard",
     "scale": "autoshard.bench.scale",
     "solver": "autoshard.bench.solver",

@@ -62,7 +62,8 @@ class Job:
 
 
 def jobs(quick: bool) -> list[Job]:
-    """The issue's target jobs, the baselines, then the llama3-8b-shaped layer sweep."""
+    """The issues' target jobs (Mixtral's included), the baselines, then the
+    llama3-8b-shaped layer sweep."""
     if quick:
         return [Job(model="gpt2", mesh="dp=2,tp=4", layers=1, time_limit_s=60.0),
                 *(Job(model=BASE_MODEL, mesh="dp=2,tp=4", layers=n, time_limit_s=60.0,
@@ -72,6 +73,11 @@ def jobs(quick: bool) -> list[Job]:
            Job(model="llama3-70b", mesh="dp=8,tp=8", target_s=10.0, target_rss_mb=1500.0),
            Job(model="llama3.1-405b", mesh="dp=8,fsdp=8,tp=8", time_limit_s=300.0,
                target_s=30.0, target_rss_mb=3000.0),
+           # mixture of experts on 64 H100: expert, tensor and data axes (names mean nothing
+           # to the planner), and the 2-axis mesh without the data axis
+           Job(model="mixtral-8x7b", mesh="dp=2,ep=4,tp=8", time_limit_s=300.0, target_s=10.0,
+               target_rss_mb=1500.0),
+           Job(model="mixtral-8x7b", mesh="ep=8,tp=8", target_s=10.0, target_rss_mb=1500.0),
            Job(model="gpt2", mesh="dp=2,tp=4", layers=12, baseline=True),
            Job(model=BASE_MODEL, mesh="dp=8,tp=8", layers=32, time_limit_s=240.0,
                baseline=True)]

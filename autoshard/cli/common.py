@@ -86,7 +86,8 @@ def _stack(*decorators: Decorator) -> Decorator:
 
 
 def shape_options(dtype_help: str | None = None) -> Decorator:
-    """``--batch --seq --layers --hidden --ffn --heads --dtype``: zoo model overrides."""
+    """``--batch --seq --layers --hidden --ffn --heads --dtype``: zoo model overrides; the
+    mixture-of-experts ones (``--experts --top-k --capacity-factor --expert-imbalance``)."""
     return _stack(
         click.option("--batch", type=int, default=None),
         click.option("--seq", type=int, default=None),
@@ -95,6 +96,16 @@ def shape_options(dtype_help: str | None = None) -> Decorator:
         click.option("--ffn", type=int, default=None),
         click.option("--heads", type=int, default=None),
         click.option("--dtype", default=None, help=dtype_help),
+        click.option("--experts", type=int, default=None,
+                     help="Routed experts of a mixture-of-experts zoo model."),
+        click.option("--top-k", "top_k", type=int, default=None,
+                     help="Experts per token of a mixture-of-experts zoo model."),
+        click.option("--capacity-factor", type=float, default=None,
+                     help="MoE expert capacity factor (tokens beyond it are dropped); "
+                          "default: dropless."),
+        click.option("--expert-imbalance", type=float, default=None,
+                     help="Dropless MoE: the busiest expert's load over the mean (>= 1, "
+                          "default 1.0); sizes the expert buffers."),
     )
 
 

@@ -21,11 +21,11 @@ from autoshard.errors import OutputExistsError, UsageError
 from autoshard.export.lowering import lower_plan_reshards
 from autoshard.export.plan_export import PlanFormat, export_plan
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
-from autoshard.planning.model_source import load_model
+from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.record import Plan
 from autoshard.verify.verification import planned_graph
 
-SHAPE_OPTIONS = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
+SHAPE_OPTIONS = SHAPE_OVERRIDES
 
 
 @click.command("export")

@@ -62,6 +62,7 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
              pin_files: tuple[Path, ...] = (), print_pins_only: bool = False,
              global_batch: int | None = None, micro_batch: int | None = None,
              grad_accum: int | None = None, overlap: str = "op", trace: Path | None = None,
+             expert_axes: str | None = None,
              **overrides: Any) -> None:
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
@@ -83,7 +84,9 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
                   recompute=recompute, reserve=float(parse_bytes(reserve)),
                   progress=sys.stderr.isatty() and not quiet, gap=requested_gap,
                   pins=chosen_pins(strategy, pin_files, mesh),
-                  micro_batches=batches.micro_batches, overlap=overlap)
+                  micro_batches=batches.micro_batches, overlap=overlap,
+                  expert_axes=tuple(a.strip() for a in expert_axes.split(","))
+                  if expert_axes else None)
     if verify:
         result = verify_and_attach(result, graph)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
@@ -127,7 +130,7 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.command("plan")
 @click.option("--model", default="gpt2", show_default=True,
               help="A zoo model name (see `autoshard models`), a Hugging Face config.json "
-                   "(llama, mistral, qwen2, gpt2) or a graph JSON file.")
+                   "(llama, mistral, qwen2, gpt2, mixtral, qwen2_moe) or a graph JSON file.")
 @click.option("--mesh", "mesh_text", default="dp=2,tp=4", show_default=True,
               help="Mesh axes major first, e.g. dp=8,tp=8.")
 @click.option("--topology", default="dgx-h100", show_default=True,
@@ -153,6 +156,9 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.option("--allow-uneven", is_flag=True,
               help="Also shard dims that do not divide (torch.chunk sizes; the largest shard "
                    "is costed). Such layouts are never resharded.")
+@click.option("--expert-axes", default=None, metavar="AXES",
+              help="Shard the mixture-of-experts weights' experts over exactly these mesh "
+                   "axes, e.g. ep or dp,ep (default: the search decides).")
 @click.option("--verify", is_flag=True,
               help="Run the plan on an emulated mesh (NumPy, dims scaled down) and compare with "
                    "the unsharded model; the verdict goes into plan.json; exit 1 on a mismatch.")

@@ -23,11 +23,11 @@ import click
 from autoshard.cli.common import friendly_errors, parse_links, plan_step_options, shape_options
 from autoshard.export.lowering import ReshardMismatchError, lower_plan_reshards
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
-from autoshard.planning.model_source import load_model
+from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.record import Plan
 from autoshard.verify.verification import planned_graph, verify
 
-SHAPE_OPTIONS = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
+SHAPE_OPTIONS = SHAPE_OVERRIDES
 FAILED_EXIT = 1
 
 

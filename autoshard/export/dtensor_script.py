@@ -24,6 +24,7 @@ from autoshard.export.plan_view import PlanShardings
 from autoshard.export.snippets import (
     MAIN_GUARD,
     REPORT_SOURCE,
+    framework_block,
     header,
     names_tuple,
     placed,
@@ -63,6 +64,7 @@ def dtensor_script(plan: Any, view: PlanShardings, reshards: tuple[LoweredReshar
     )
     return (
         header(plan, view, "dtensor", USAGE)
+        + framework_block(plan)
         + _IMPORTS
         + f"MESH_SHAPE = {shape_literal(view.mesh.axis_sizes)}\n"
         + f"MESH_AXES = {shape_literal(tuple(repr(n) for n in view.mesh.axis_names))}\n"

@@ -30,6 +30,7 @@ from autoshard.export.plan_view import PlanShardings
 from autoshard.export.snippets import (
     MAIN_GUARD,
     REPORT_SOURCE,
+    framework_block,
     header,
     names_tuple,
     placed,
@@ -80,6 +81,7 @@ def jax_script(plan: Any, view: PlanShardings, reshards: tuple[LoweredReshard, .
     )
     return (
         header(plan, view, "jax", USAGE)
+        + framework_block(plan)
         + _IMPORTS
         + f"MESH_SHAPE = {shape_literal(view.mesh.axis_sizes)}\n"
         + f"MESH_AXES = {shape_literal(tuple(repr(n) for n in view.mesh.axis_names))}\n"

@@ -20,6 +20,7 @@ import logging
 from types import ModuleType
 from typing import Any
 
+from autoshard.export.framework_notes import framework_notes
 from autoshard.export.lowering import LoweredReshard
 from autoshard.export.plan_view import PlanShardings
 
@@ -37,6 +38,17 @@ def header(plan: Any, view: PlanShardings, fmt: str, usage: str) -> str:
         f"{usage.strip()}\n"
         '"""\n\nfrom __future__ import annotations\n'
     )
+
+
+def framework_block(plan: Any) -> str:
+    """Comment lines naming what the plan needs framework code for (MoE routing, ring
+    attention; :mod:`autoshard.export.framework_notes`), empty when nothing."""
+    notes = framework_notes(plan)
+    if not notes:
+        return ""
+    lines = ["# This plan needs framework-level code beyond placing tensors and the reshards:"]
+    lines += [f"#   {line}" for note in notes for line in note.lines()]
+    return "\n".join(lines) + "\n"
 
 
 def placed(view: PlanShardings) -> list[str]:

@@ -39,7 +39,7 @@ def op_record(graph: OpGraph, op: Op, node: NodeTerms, strat: Strategy, choice: 
         flops=float(node.flops[choice]), memory_bytes=float(node.memory[choice]),
         local_inputs=tuple(t.shape for t in local_specs(ins, strat.inputs)),
         local_outputs=tuple(t.shape for t in local_specs(outs, strat.outputs)),
-        intra_op=intra_op_collectives(strat, links),
+        intra_op=intra_op_collectives(strat, links, float(node.compute[choice])),
     )
 
 

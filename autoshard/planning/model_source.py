@@ -18,7 +18,8 @@ from typing import Any
 from autoshard.errors import UsageError
 from graphs import OpGraph, load, zoo
 
-SHAPE_OVERRIDES = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
+SHAPE_OVERRIDES = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype", "experts",
+                   "top_k", "capacity_factor", "expert_imbalance")
 
 
 def load_model(model: str, overrides: dict[str, Any]) -> OpGraph:

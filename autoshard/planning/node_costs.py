@@ -59,10 +59,27 @@ def structure_key(graph: OpGraph, op: Op) -> tuple[Any, ...]:
     return (op.kind, ins, outs, attrs_key(op.attrs), roles)
 
 
+MIN_RING_BLOCK = 2048
+"""Tokens of each device's query block below which the planner leaves ring attention out.
+
+Why: the cost model prices attention at one flat efficiency, but FlashAttention's throughput
+still rises with the sequence length up to a few thousand tokens (Dao 2023, FlashAttention-2,
+§4.1 benchmarks), and a ring runs one kernel per K/V block with a synchronisation per step; on
+short blocks the model would overrate the ring. Megatron-Core likewise recommends context
+parallelism for long sequences. A planner setting, not a measured constant: at 2,048 a ring of
+8 starts at 16k tokens, and Llama-3.1-8B at 131k tokens on 16 devices (8,192 per device) keeps
+it."""
+
+
 def op_strategies(graph: OpGraph, op: Op, mesh: Mesh, allow_uneven: bool
                   ) -> tuple[Strategy, ...]:
     ins, outs = graph.specs(op)
-    return enumerate_strategies(op.kind, ins, outs, op.attrs, mesh, allow_uneven=allow_uneven)
+    strategies = enumerate_strategies(op.kind, ins, outs, op.attrs, mesh,
+                                      allow_uneven=allow_uneven)
+    if op.kind not in ("attention", "attention_bwd"):
+        return strategies
+    return tuple(s for s in strategies
+                 if s.work == 1 or s.inputs[0].local_shape(ins[0].shape)[1] >= MIN_RING_BLOCK)
 
 
 def local_specs(specs: tuple[TensorSpec, ...], shardings: tuple[TensorSharding, ...]
@@ -99,12 +116,13 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
         for vec, spec in zip((*in_bytes, *out_bytes), (*local_in, *local_out), strict=True):
             vec[k] = spec.nbytes
         if op.kind not in SOURCE_KINDS:
-            flops[k] = opdef.flops(local_in, local_out, op.attrs)
-            compute[k] = kernel_seconds(local_kernel(opdef, local_in, local_out, op.attrs),
-                                        flops[k], opdef.bytes_moved(local_in, local_out,
-                                                                    op.attrs),
-                                        dtype, topology.device)
-        comm[k] = sum(c.seconds for c in intra_op_collectives(strat, links))
+            work = getattr(strat, "work", 1)
+            flops[k] = work * opdef.flops(local_in, local_out, op.attrs)
+            compute[k] = work * kernel_seconds(
+                local_kernel(opdef, local_in, local_out, op.attrs),
+                opdef.flops(local_in, local_out, op.attrs),
+                opdef.bytes_moved(local_in, local_out, op.attrs), dtype, topology.device)
+        comm[k] = sum(c.seconds for c in intra_op_collectives(strat, links, compute[k]))
         fixup[k] = sum(r.seconds for r in output_fixups(graph, op, strat, links,
                                                           topology.device.hbm_bw_bytes_per_s))
         if op.kind in SOURCE_KINDS:
@@ -145,13 +163,18 @@ def _compute_dtype(ins: tuple[TensorSpec, ...], outs: tuple[TensorSpec, ...]) ->
     return "f32"
 
 
-def intra_op_collectives(strat: Strategy, links: MeshLinks) -> tuple[CollectiveRecord, ...]:
-    """Collectives a hand-written rule performs inside the op (e.g. vocab-parallel loss)."""
+def intra_op_collectives(strat: Strategy, links: MeshLinks, compute_s: float = 0.0
+                         ) -> tuple[CollectiveRecord, ...]:
+    """Collectives a hand-written rule performs inside the op (vocab-parallel loss, ring
+    attention). A collective that runs beside a fraction ``overlap`` of the op's compute
+    (``compute_s``) costs only what that compute does not hide: its record's seconds are the
+    exposed max(0, transfer − overlap·compute)."""
     records = []
     for item in getattr(strat, "intra_op", ()):
         kind, axes, nbytes = item.kind, tuple(item.axes), float(item.bytes)
         group = links.group(axes)
         seconds = float(collective_seconds(CollectiveKind(kind), nbytes, group))
+        seconds = max(0.0, seconds - float(getattr(item, "overlap", 0.0)) * compute_s)
         size = int(np.prod([n for n, _ in group])) if group else 1
         records.append(CollectiveRecord(kind=kind, axes=axes, group_size=size, bytes=nbytes,
                                         seconds=seconds))

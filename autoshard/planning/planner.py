@@ -21,7 +21,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from autoshard.planning.decode import (
     sdy_string,
 )
 from autoshard.planning.edge_costs import Edge, edge_matrices, next_step_edges
+from autoshard.planning.experts import expert_axes_filter
 from autoshard.planning.layers import repeated_blocks
 from autoshard.planning.lean import prefer_less_compute
 from autoshard.planning.memory import build_memory_model
@@ -55,7 +56,7 @@ from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
 from autoshard.strategies.derive import Strategy
 from costmodel import Link, Topology, format_bytes, peak_flops
-from graphs import GraphError, OpGraph, TensorRole
+from graphs import GraphError, Op, OpGraph, TensorRole
 from graphs.training import RECOMPUTE_CHOICES, training_graph
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class PlanOptions:
     model_name: str | None = None
     progress: bool = False
     gap: float = solver.OPTIMALITY_GAP
+    exclude: Callable[[Op, Strategy], bool] | None = None
     pins: Pins | None = None
     op_pins: Mapping[str, str] | None = None
     step: StepOptions = field(default_factory=StepOptions)
@@ -111,6 +113,8 @@ def plan(
     strategy: str | None = None,
     micro_batches: int = 1,
     overlap: Overlap | str = Overlap.OP,
+    exclude: Callable[[Op, Strategy], bool] | None = None,
+    expert_axes: Sequence[str] | None = None,
 ) -> Plan:
     """Plan the sharding of every tensor of ``graph`` on ``mesh``.
 
@@ -146,6 +150,12 @@ def plan(
             parameter gathers and gradient reductions behind the op they feed or came from,
             ``"layer"`` pools them per layer and phase (slower to prove), ``"none"`` adds
             every collective in full.
+        exclude: ``exclude(op, strategy)`` True takes the strategy out of the search, for
+            "what would the best plan be without X" questions (e.g. without ring attention);
+            the plan is then optimal among the rest.
+        expert_axes: shard every mixture-of-experts weight's expert dim over exactly these
+            mesh axes (expert parallelism by request; by default the search decides), see
+            :mod:`autoshard.planning.experts`.
 
     Returns:
         The :class:`~autoshard.plan.Plan`.
@@ -163,9 +173,12 @@ def plan(
     if training and not any(t.role is TensorRole.GRAD for t in graph.tensors.values()):
         graph = training_step_graph(graph, optimizer, recompute)
     topo = resolve_topology(topology)
+    if expert_axes:
+        exclude = _both(exclude, expert_axes_filter(graph, mesh, expert_axes))
     options = PlanOptions(memory_limit=memory_limit, reserve=float(reserve), time_limit=time_limit,
                           allow_uneven=allow_uneven, backend=backend, model_name=model_name,
-                          progress=progress, gap=float(gap), pins=pin_set(strategy, pins, mesh),
+                          progress=progress, gap=float(gap), exclude=exclude,
+                          pins=pin_set(strategy, pins, mesh),
                           step=StepOptions(micro_batches=micro_batches,
                                            overlap=_overlap(overlap)))
     planner = _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
@@ -188,6 +201,13 @@ def _overlap(value: Overlap | str) -> Overlap:
     except ValueError:
         raise UsageError(f"unknown overlap model {value!r}; choose one of "
                          f"{', '.join(o.value for o in Overlap)}") from None
+
+
+def _both(first: Callable[[Op, Strategy], bool] | None,
+          second: Callable[[Op, Strategy], bool]) -> Callable[[Op, Strategy], bool]:
+    if first is None:
+        return second
+    return lambda op, strategy: first(op, strategy) or second(op, strategy)
 
 
 def _check_reserve(reserve: float, memory_limit: float | None, topology: Topology | str) -> None:
@@ -274,7 +294,8 @@ class _Planner:
         ``memory``, ``blocks``, ``step`` and ``problem`` (what the solver gets: the step's
         costs, pinned-out options at inf)."""
         t0 = time.perf_counter()
-        self.strategies = [op_strategies(self.graph, op, self.mesh, self.options.allow_uneven)
+        self.strategies = [self._allowed(op, op_strategies(self.graph, op, self.mesh,
+                                                           self.options.allow_uneven))
                            for op in self._progress(self.ops, "enumerate")]
         self.timings["enumerate_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -314,6 +335,16 @@ class _Planner:
                                              self.options.pins, self.options.op_pins)
         self.pinned, self.masks = self.restriction.pinned, self.restriction.masks
         return self.restriction.costs
+
+    def _allowed(self, op: Op, strategies: tuple[Strategy, ...]) -> tuple[Strategy, ...]:
+        exclude = self.options.exclude
+        if exclude is None:
+            return strategies
+        kept = tuple(s for s in strategies if not exclude(op, s))
+        if not kept:
+            raise UsageError(f'the exclusion leaves op "{op.name}" ({op.kind}) no strategy; '
+                             "exclude fewer strategies")
+        return kept
 
     def _progress(self, items: Any, phase: str) -> Any:
         """A progress bar on stderr when asked (the CLI asks only on a terminal)."""

@@ -10,6 +10,14 @@ embedding counts once, as the LM head; an untied input table, which is a lookup,
 as torchtitan excludes it), and the attention term is the forward FLOPs of its attention ops
 (dense: ``4·b·s·t·h·d``, which is ``4·L·H·Q·T`` per token) times three for training.
 
+In a mixture of experts a token meets only ``k`` of the ``E`` routed experts, so ``N`` counts
+the routed experts' weights (:func:`autoshard.planning.experts.expert_weights`) at ``k/E``, the
+active parameters of torchtitan's ``get_moe_model_nparams_and_flops``
+(``nparams_experts * top_k // num_experts``, pytorch/torchtitan ``torchtitan/models/utils.py``);
+shared experts and routers count in full. Mixtral 8x7B: 12.88 B active of 46.70 B (Mistral AI
+announces 12.9 B per token). Capacity slots the graph computes beyond ``k`` per token (capacity
+factor, stated imbalance) are not model FLOPs.
+
 Tokens are the product of the first two dims of the graph's first input (``tokens [b, s]`` for
 the language models, ``x [b, s, h]`` for the bare stacks), times the micro-batches.
 """
@@ -19,6 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from autoshard.planning.experts import expert_weights
 from graphs import OpGraph, TensorRole, get_op
 
 
@@ -36,9 +45,20 @@ def model_flops_per_micro_batch(forward: OpGraph, training: bool) -> float:
         elif op.kind == "attention":
             ins, outs = forward.specs(op)
             attention += get_op(op.kind).flops(ins, outs, forward.attrs(op))
-    n = sum(forward.tensors[t].numel for t in matmul_params)
+    experts, active = expert_weights(forward), _active_fraction(forward)
+    n = sum(forward.tensors[t].numel * (active if t in experts else 1.0)
+            for t in matmul_params)
     forward_flops = 2.0 * n * tokens + attention
     return (3.0 if training else 1.0) * forward_flops
+
+
+def _active_fraction(forward: OpGraph) -> float:
+    """``k/E`` of the graph's routing (1 without experts); the zoo's and the HF configs' MoE
+    layers all route alike, so the first ``moe_topk`` speaks for every layer."""
+    for op in forward.topo_ops():
+        if op.kind == "moe_topk":
+            return int(op.attrs["k"]) / forward.tensors[op.inputs[0]].shape[-1]
+    return 1.0
 
 
 def throughput(forward: OpGraph, *, step_s: float, devices: int, peak_flops_per_s: float,

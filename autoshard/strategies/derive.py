@@ -34,7 +34,7 @@ from autoshard.errors import UsageError
 from autoshard.sharding.mesh import Mesh
 from autoshard.sharding.placements import Partial, Placement, Replicate, Shard, StridedShard
 from autoshard.sharding.tensor_sharding import TensorSharding
-from autoshard.strategies.hand_rules import HAND_FACTORS, HandFactor
+from autoshard.strategies.hand_rules import HAND_FACTORS, HandFactor, ring_steps
 from graphs import FactorKind, TensorSpec, get_op
 from graphs.signature import DimSignature, Operand
 
@@ -49,6 +49,7 @@ class IntraOpCollective:
     axes: tuple[str, ...]
     bytes: float
     reduce_op: str = "sum"
+    overlap: float = 0.0  # fraction of the op's own compute it runs beside (ring steps)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +57,8 @@ class Strategy:
     """Input and output shardings of one op on the mesh.
 
     ``per_axis`` names each axis's choice (``R``, a factor, ``P{0}``); ``label`` joins them
-    for reports (``dp:d0 tp:f``, or ``R`` when nothing is sharded).
+    for reports (``dp:d0 tp:f``, or ``R`` when nothing is sharded). ``work`` is how many times
+    each device runs the op's kernel on blocks of its local shapes (a ring over n devices: n).
     """
 
     inputs: tuple[TensorSharding, ...]
@@ -64,6 +66,7 @@ class Strategy:
     label: str
     per_axis: tuple[str, ...]
     intra_op: tuple[IntraOpCollective, ...] = ()
+    work: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +146,15 @@ def _build(sig: DimSignature, choice: tuple[_Option, ...], mesh: Mesh,
            ins: Sequence[TensorSpec], allow_uneven: bool, include_strided: bool
            ) -> Strategy | None:
     sizes = mesh.axis_sizes
+    if len({opt.hand for opt in choice if opt.hand is not None}) > 1:
+        return None  # one hand rule per strategy (its runner and collectives assume one)
     axes_of: dict[str, list[int]] = {}
     for axis, opt in enumerate(choice):
         if opt.factor is not None:
             axes_of.setdefault(opt.factor, []).append(axis)
+        if opt.hand is not None:
+            for also in opt.hand.also:
+                axes_of.setdefault(also, []).append(axis)
     for factor, axes in axes_of.items():
         if any(choice[a].hand != choice[axes[0]].hand for a in axes):
             return None  # one factor, sharded both by a hand rule and generically
@@ -169,8 +177,9 @@ def _build(sig: DimSignature, choice: tuple[_Option, ...], mesh: Mesh,
     names = tuple(opt.name for opt in choice)
     label = " ".join(f"{a}:{n}" for a, n in zip(mesh.axis_names, names, strict=True)
                      if n != REPLICATE) or REPLICATE
+    intra_op, work = _intra_op(choice, mesh, ins, sig, local)
     return Strategy(inputs=tuple(inputs), outputs=tuple(outputs), label=label, per_axis=names,
-                    intra_op=_intra_op(choice, mesh, ins, sig, local))
+                    intra_op=intra_op, work=work)
 
 
 def _alone(sig: DimSignature, factor: str) -> bool:
@@ -226,16 +235,27 @@ def _contiguous(dim: tuple[str, ...], axes_of: Mapping[str, list[int]],
 
 
 def _intra_op(choice: tuple[_Option, ...], mesh: Mesh, ins: Sequence[TensorSpec],
-              sig: DimSignature, local: Mapping[str, int]) -> tuple[IntraOpCollective, ...]:
-    hand_axes = tuple(mesh.axis_names[a] for a, opt in enumerate(choice)
-                      if opt.hand is not None and opt.hand.collectives)
-    if not hand_axes:
-        return ()
-    hand = next(opt.hand for opt in choice if opt.hand is not None)
+              sig: DimSignature, local: Mapping[str, int]
+              ) -> tuple[tuple[IntraOpCollective, ...], int]:
+    """The hand rule's collectives over its axes, and the strategy's ``work``."""
+    hands = [(a, opt.hand) for a, opt in enumerate(choice) if opt.hand is not None]
+    if not hands:
+        return (), 1
+    hand = hands[0][1]
+    axes = tuple(mesh.axis_names[a] for a, _ in hands)
+    if hand.ring:
+        ring = math.prod(mesh.axis_sizes[a] for a, _ in hands)
+        kv = sum(math.prod(local[f] for dim in sig.inputs[i] for f in dim) * ins[i].dtype.itemsize
+                 for i in (1, 2))
+        steps = ring_steps(hand.ring, ring, float(kv))
+        return tuple(IntraOpCollective("collective_permute", axes, step.bytes,
+                                       overlap=step.overlap) for step in steps), ring
+    if not hand.collectives:
+        return (), 1
     # Local target positions: every factor of the last input (the targets), locally.
     tokens = math.prod(local[f] for dim in sig.inputs[-1] for f in dim)
-    return tuple(IntraOpCollective(kind, hand_axes, float(hand.bytes_per_token * tokens), op)
-                 for kind, op in hand.collectives)
+    return tuple(IntraOpCollective(kind, axes, float(hand.bytes_per_token * tokens), op)
+                 for kind, op in hand.collectives), 1
 
 
 def strategy_by_label(strategies: Sequence[Strategy], label: str) -> Strategy:

@@ -1,7 +1,7 @@
 """Sharding rules no dimension signature can state, kept beside the generic derivation.
 
-Two ops shard a factor their signature must call BLOCKED, because the local computation is not
-the op's own reference on local shards:
+Four ops shard a factor their signature must call BLOCKED, because the local computation is
+not the op's own reference on local shards:
 
 * ``embedding`` with the vocab (table rows) sharded: each device looks up only the ids that fall
   in its rows and writes zeros elsewhere, so the output is ``Partial(sum)`` (Megatron's
@@ -10,6 +10,17 @@ the op's own reference on local shards:
   Each device all-reduces the row max, the sum of exponentials and the target logit over the
   vocab axes (three small all-reduces of one f32 per token), after which every device holds the
   full loss: the output is ``Replicate`` on those axes.
+
+* ``attention_bwd`` with the query-head group ``g`` sharded (grouped-query attention with its
+  query heads split finer than its KV heads, as DeepSpeed-Ulysses does with GQA): dq is sharded
+  like q, and dk, dv (sums over the group's query heads) are ``Partial(sum)``. The local
+  computation is the kind's own reference on the local heads.
+* ``attention`` and ``attention_bwd`` with the sequence sharded: ring attention (context
+  parallelism). Queries (s) and keys/values (t) are sharded together on the same axes; the
+  K/V blocks pass around the ring in n − 1 point-to-point steps, each hidden behind one block
+  of the attention (and in the backward the dK/dV partial sums travel with them, plus a last
+  step home); each device computes its queries against every block, n times the local
+  shapes' work (:mod:`autoshard.strategies.ring_attention`).
 
 :func:`run_local` executes these rules on an emulated mesh (the all-reduces become NumPy
 reductions over the group's shards), which is how the tests prove them against the unsharded
@@ -20,8 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from autoshard.strategies.ring_attention import ring_backward, ring_forward, ring_groups
+from graphs import get_op
 
 Coord = tuple[int, ...]
 
@@ -39,6 +54,8 @@ class HandFactor:
     output: str
     collectives: tuple[tuple[str, str], ...] = ()
     bytes_per_token: int = 0
+    also: tuple[str, ...] = ()
+    ring: str = ""
 
 
 HAND_FACTORS: Mapping[str, Mapping[str, HandFactor]] = {
@@ -47,7 +64,46 @@ HAND_FACTORS: Mapping[str, Mapping[str, HandFactor]] = {
         output="replicate",
         collectives=(("all_reduce", "max"), ("all_reduce", "sum"), ("all_reduce", "sum")),
         bytes_per_token=4)},
+    "attention": {"s": HandFactor(output="replicate", also=("t",), ring="forward")},
+    "attention_bwd": {"s": HandFactor(output="replicate", also=("t",), ring="backward"),
+                      "g": HandFactor(output="partial")},
 }
+"""Per op kind, the blocked factors a hand rule shards. ``also``: factors sharded together
+with it on the same axes (the ring's keys with its queries); ``ring``: the rule is ring
+attention (its forward or backward), whose steps :func:`ring_steps` lists."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RingStep:
+    """One point-to-point step of a ring: ``bytes`` each device sends to its neighbour and
+    the fraction of the op's compute it runs beside (``overlap``)."""
+
+    bytes: float
+    overlap: float
+
+
+def ring_steps(direction: str, ring_size: int, kv_bytes: float) -> tuple[RingStep, ...]:
+    """The steps of ring attention over ``ring_size`` devices with ``kv_bytes`` of local K
+    and V: forward, n − 1 steps of K/V, each beside one of the n block computations;
+    backward, n − 1 steps of K/V with the dK/dV partial sums (twice the bytes) beside a
+    block each, then the dK/dV home (not overlapped). Megatron-Core's
+    ``AttnFuncWithCPAndKVP2P`` does the same (send/recv of the next K/V block while
+    computing the current one; dK/dV accumulated along the ring).
+
+    Example:
+        >>> [(s.bytes, s.overlap) for s in ring_steps("forward", 4, 8.0)]
+        [(8.0, 0.25), (8.0, 0.25), (8.0, 0.25)]
+        >>> [(s.bytes, s.overlap) for s in ring_steps("backward", 2, 8.0)]
+        [(16.0, 0.5), (8.0, 0.0)]
+    """
+    if ring_size < 2:
+        return ()
+    if direction == "forward":
+        return tuple(RingStep(bytes=kv_bytes, overlap=1.0 / ring_size)
+                     for _ in range(ring_size - 1))
+    travelling = tuple(RingStep(bytes=2.0 * kv_bytes, overlap=1.0 / ring_size)
+                       for _ in range(ring_size - 1))
+    return (*travelling, RingStep(bytes=kv_bytes, overlap=0.0))
 
 
 def vocab_offset(coord: Coord, vocab_axes: Sequence[int], axis_sizes: Sequence[int],
@@ -88,19 +144,46 @@ def cross_entropy_group(logit_shards: Sequence[np.ndarray], starts: Sequence[int
     return np.asarray(loss.mean(), dtype=np.float32)
 
 
-def run_local(kind: str, vocab_axes: Sequence[int], axis_sizes: Sequence[int], vocab: int,
-              local_inputs: Mapping[Coord, Sequence[np.ndarray]]) -> dict[Coord, np.ndarray]:
-    """Every device's output of a hand rule, given every device's local inputs."""
+def run_local(kind: str, factor: str, hand_axes: Sequence[int], axis_sizes: Sequence[int],
+              specs: Sequence[Any], attrs: Mapping[str, Any],
+              local_inputs: Mapping[Coord, Sequence[np.ndarray]]
+              ) -> dict[Coord, tuple[np.ndarray, ...]]:
+    """Every device's outputs of the hand rule sharding ``factor``, given every device's local
+    inputs; ``specs`` are the op's global input specs (shapes), ``attrs`` its attrs with
+    defaults."""
+    if kind == "attention_bwd" and factor == "g":
+        reference = get_op(kind).reference
+        return {coord: tuple(reference(arrays, attrs)) for coord, arrays in local_inputs.items()}
+    if kind in ("attention", "attention_bwd"):
+        return _ring(kind, hand_axes, axis_sizes, specs, attrs, local_inputs)
     if kind == "embedding":
+        vocab = specs[1].shape[0]
         out = {}
         for coord, (ids, table) in local_inputs.items():
-            start, _ = vocab_offset(coord, vocab_axes, axis_sizes, vocab)
-            out[coord] = embedding_local(ids, table, start)
+            start, _ = vocab_offset(coord, hand_axes, axis_sizes, vocab)
+            out[coord] = (embedding_local(ids, table, start),)
         return out
-    out = {}
+    vocab, out = specs[0].shape[-1], {}
     for coord, (_logits, targets) in local_inputs.items():
         group = [c for c in local_inputs
-                 if all(c[a] == coord[a] for a in range(len(coord)) if a not in vocab_axes)]
-        starts = [vocab_offset(c, vocab_axes, axis_sizes, vocab)[0] for c in group]
-        out[coord] = cross_entropy_group([local_inputs[c][0] for c in group], starts, targets)
+                 if all(c[a] == coord[a] for a in range(len(coord)) if a not in hand_axes)]
+        starts = [vocab_offset(c, hand_axes, axis_sizes, vocab)[0] for c in group]
+        out[coord] = (cross_entropy_group([local_inputs[c][0] for c in group], starts,
+                                          targets),)
+    return out
+
+
+def _ring(kind: str, hand_axes: Sequence[int], axis_sizes: Sequence[int],
+          specs: Sequence[Any], attrs: Mapping[str, Any],
+          local_inputs: Mapping[Coord, Sequence[np.ndarray]]
+          ) -> dict[Coord, tuple[np.ndarray, ...]]:
+    total_s, total_t = specs[0].shape[1], specs[1].shape[1]
+    scale, causal = attrs.get("scale"), bool(attrs.get("causal", True))
+    out: dict[Coord, tuple[np.ndarray, ...]] = {}
+    for group in ring_groups(list(local_inputs), hand_axes, axis_sizes):
+        if kind == "attention":
+            done = ring_forward(group, local_inputs, scale, causal, total_s, total_t)
+            out.update({c: (done[c],) for c in group})
+        else:
+            out.update(ring_backward(group, local_inputs, scale, causal, total_s, total_t))
     return out

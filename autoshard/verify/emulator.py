@@ -189,10 +189,9 @@ class _Run:
         hand_axes = [a for a, name in enumerate(strategy.per_axis) if name.endswith("*")]
         local = {c: [x[c] for x in inputs] for c in self.coords}
         if hand_axes:
-            vocab = ins[1].shape[0] if op.kind == "embedding" else ins[0].shape[-1]
-            per_device = hand_rules.run_local(op.kind, hand_axes, self.mesh.axis_sizes, vocab,
-                                              local)
-            return {c: (per_device[c],) for c in self.coords}
+            factor = strategy.per_axis[hand_axes[0]].removesuffix("*")
+            return hand_rules.run_local(op.kind, factor, hand_axes, self.mesh.axis_sizes, ins,
+                                        self.graph.attrs(op), local)
         opdef, attrs = get_op(op.kind, op.name), self.graph.attrs(op)
         out: dict[Coord, tuple[np.ndarray, ...]] = {}
         done: dict[tuple[Any, ...], tuple[np.ndarray, ...]] = {}

@@ -205,13 +205,15 @@ def scaled_graph(plan: Plan, graph: OpGraph) -> tuple[OpGraph, dict[str, tuple[i
     return full, {}
 
 
-SCALED = ("batch", "seq", "hidden", "ffn", "vocab", "heads", "kv_heads", "head_dim")
+SCALED = ("batch", "seq", "hidden", "ffn", "vocab", "heads", "kv_heads", "head_dim", "experts",
+          "expert_ffn")
 """The model dims a scaled copy changes (and reports); layers and dtype stay."""
 
 
 def _dims(config: ModelConfig) -> dict[str, int]:
     keys = ("batch", "seq", "hidden", "ffn") if config.family is Family.MLP else SCALED
-    dims = {key: getattr(config, key) for key in keys}
+    dims = {key: getattr(config.moe if key.startswith("expert") else config, key, None)
+            for key in keys}
     return {k: v for k, v in dims.items() if v is not None}
 
 
@@ -249,6 +251,10 @@ def scale_config(config: ModelConfig, devices: int, *, keep_local: bool) -> Mode
     fields: dict[str, Any] = {key: small(getattr(config, key)) for key in ("batch", "seq", "ffn")}
     if config.vocab is not None:
         fields["vocab"] = small(config.vocab)
+    if config.moe is not None:
+        fields["moe"] = _scaled_moe(config.moe, small)
+    if config.mla is not None:
+        return _scaled_mla(config, small, fields)
     if config.family is Family.MLP:
         return replace(config, hidden=small(config.hidden), **fields)
     kv_heads = small(config.kv_heads)
@@ -259,6 +265,29 @@ def scale_config(config: ModelConfig, devices: int, *, keep_local: bool) -> Mode
                        **fields)
     return replace(config, heads=heads, kv_heads=kv_heads, explicit_head_dim=head_dim,
                    hidden=small(config.hidden), **fields)
+
+
+def _scaled_mla(config: ModelConfig, small: Any, fields: dict[str, Any]) -> ModelConfig:
+    """Latent attention: heads, ranks and head dims shrunk (the rotary dim as twice its
+    half), the hidden size by the rule; the explicit head dim follows the rotary dim."""
+    mla = config.mla
+    rope = 2 * small(mla.qk_rope_head_dim // 2)
+    scaled = replace(mla, q_lora_rank=None if mla.q_lora_rank is None else small(mla.q_lora_rank),
+                     kv_lora_rank=small(mla.kv_lora_rank),
+                     qk_nope_head_dim=small(mla.qk_nope_head_dim), qk_rope_head_dim=rope,
+                     v_head_dim=small(mla.v_head_dim))
+    heads = small(config.heads)
+    return replace(config, heads=heads, kv_heads=heads, explicit_head_dim=rope, mla=scaled,
+                   hidden=small(config.hidden), **fields)
+
+
+def _scaled_moe(moe: Any, small: Any) -> Any:
+    """Experts and expert widths shrunk like every dim (keeping at least top-k experts); the
+    capacity follows from the scaled seq by the model's own rule."""
+    experts = small(moe.experts)
+    return replace(moe, experts=experts if experts >= moe.top_k else moe.experts,
+                   expert_ffn=small(moe.expert_ffn),
+                   shared_ffn=small(moe.shared_ffn) if moe.shared_ffn else 0)
 
 
 def shrink(size: int, devices: int, *, keep_local: bool) -> int:

@@ -10,6 +10,7 @@ from graphs.ops import (  # noqa: F401 - imported for their registrations
     embedding,
     lookup_bwd,
     loss,
+    moe,
     norm,
     norm_bwd,
     opaque,
@@ -20,4 +21,5 @@ from graphs.ops import (  # noqa: F401 - imported for their registrations
     shape,
     softmax,
     sources,
+    swiglu,
 )

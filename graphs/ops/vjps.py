@@ -157,8 +157,15 @@ def transpose_vjp(grads: GradBuilder, op: Op, dys: Grads, needed: Needed) -> Gra
 
 
 def concat_vjp(grads: GradBuilder, op: Op, dys: Grads, needed: Needed) -> Grads:
+    """One ``split`` of dy when every piece needs its gradient (one op however many pieces,
+    the same op for each: a model's layers feeding one concat stay identical), else a
+    ``slice`` per needed piece."""
     rank = len(_shape(grads, op.outputs[0]))
     dim = int(grads.attrs(op)["dim"]) % rank
+    sizes = [_shape(grads, tensor)[dim] for tensor in op.inputs]
+    if len(op.inputs) > 1 and needed == frozenset(range(len(op.inputs))):
+        pieces = grads.emit("split", [dys[0]], dim=dim, sizes=sizes)
+        return aligned(op, needed, dict(enumerate(pieces)))
     out: dict[int, str | None] = {}
     start = 0
     for i, tensor in enumerate(op.inputs):

@@ -6,7 +6,8 @@ a frozen :class:`ModelConfig` (published sizes, checked on construction) turned 
 :class:`~graphs.OpGraph` of one forward pass by :func:`build`. :func:`param_count` is a closed
 form independent of the graph; the tests hold the two equal and both to the published counts.
 
-Models described by a Hugging Face ``config.json`` (``llama``, ``mistral``, ``qwen2``, ``gpt2``)
+Models described by a Hugging Face ``config.json`` (``llama``, ``mistral``, ``qwen2``, ``gpt2``,
+and the mixtures of experts ``mixtral`` and ``qwen2_moe``)
 map onto the same :class:`ModelConfig` and builder: :func:`read_hf_config`,
 :func:`from_hf_config`, :func:`is_hf_config` (see :mod:`graphs.zoo.hf`).
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from graphs.ir import DType
 from graphs.opgraph import OpGraph
+from graphs.zoo.blocks_mla import mla_attention
+from graphs.zoo.blocks_moe import moe_layer
+from graphs.zoo.blocks_names import ROPE_COS, ROPE_SIN
 from graphs.zoo.configs import Activation, ModelConfig, Norm, Position
-
-ROPE_COS, ROPE_SIN = "rope.cos", "rope.sin"
 
 
 class Emitter:
@@ -25,6 +26,7 @@ class Emitter:
 
     def __init__(self, graph: OpGraph, config: ModelConfig) -> None:
         self.graph, self.config = graph, config
+        self.aux_losses: list[str] = []  # the MoE layers' load-balancing losses
 
     def op(self, kind: str, inputs: list[str], name: str, **attrs: object) -> str:
         """Emit one single-output op named ``name``; returns its output tensor."""
@@ -44,9 +46,10 @@ class Emitter:
         bias = self.param(f"{prefix}.b{weight[1:]}", (shape[1],))
         return self.op("add", [y, bias], f"{prefix}.{out}_bias")
 
-    def norm(self, x: str, prefix: str) -> str:
-        """Pre-norm of a sub-block: LayerNorm (weight, bias) or RMSNorm (weight)."""
-        hidden, eps = self.config.hidden, self.config.norm_eps
+    def norm(self, x: str, prefix: str, width: int | None = None) -> str:
+        """Pre-norm of a sub-block: LayerNorm (weight, bias) or RMSNorm (weight), over the
+        hidden size unless ``width`` is given (latent attention's inner norms)."""
+        hidden, eps = self.config.hidden if width is None else width, self.config.norm_eps
         weight = self.param(f"{prefix}.weight", (hidden,))
         if self.config.norm is Norm.RMS_NORM:
             return self.op("rms_norm", [x, weight], prefix, eps=eps)
@@ -62,6 +65,8 @@ class Emitter:
         """Causal multi-head / grouped-query self-attention with output projection; q, k and v
         carry biases when every linear does or when only they do (``qkv_bias``, Qwen2)."""
         config, hidden = self.config, self.config.hidden
+        if config.mla is not None:
+            return mla_attention(self, x, prefix)
         q_width = config.heads * config.head_dim
         kv_width = config.kv_heads * config.head_dim
         biased = config.bias or config.qkv_bias
@@ -79,9 +84,10 @@ class Emitter:
                          shape=(config.batch, config.seq, q_width))
         return self.linear(merged, prefix, "wo", (q_width, hidden), "o")
 
-    def ffn(self, x: str, prefix: str) -> str:
-        """GELU MLP (w1 up, w2 down) or SwiGLU (w1 gate, w3 up, w2 down, as in Llama)."""
-        hidden, ffn = self.config.hidden, self.config.ffn
+    def ffn(self, x: str, prefix: str, width: int | None = None) -> str:
+        """GELU MLP (w1 up, w2 down) or SwiGLU (w1 gate, w3 up, w2 down, as in Llama), of
+        the model's FFN width unless ``width`` is given (a shared expert's)."""
+        hidden, ffn = self.config.hidden, self.config.ffn if width is None else width
         if self.config.activation is Activation.SWIGLU:
             gate = self.linear(x, prefix, "w1", (hidden, ffn), "gate")
             up = self.linear(x, prefix, "w3", (hidden, ffn), "up")
@@ -97,8 +103,31 @@ class Emitter:
         prefix = f"layers.{index}"
         attn = self.attention(self.norm(x, f"{prefix}.attn_norm"), f"{prefix}.attn")
         x = self.op("add", [x, attn], f"{prefix}.attn_residual")
-        ffn = self.ffn(self.norm(x, f"{prefix}.ffn_norm"), f"{prefix}.mlp")
+        normed = self.norm(x, f"{prefix}.ffn_norm")
+        moe = self.config.moe
+        if moe is not None and moe.is_moe_layer(index):
+            ffn = self.moe(normed, f"{prefix}.moe")
+        else:
+            ffn = self.ffn(normed, f"{prefix}.mlp")
         return self.op("add", [x, ffn], f"{prefix}.ffn_residual")
+
+    def moe(self, x: str, prefix: str) -> str:
+        """A routed mixture of experts (:func:`graphs.zoo.blocks_moe.moe_layer`); its
+        load-balancing loss joins :attr:`aux_losses`."""
+        out, aux = moe_layer(self, x, prefix)
+        if aux is not None:
+            self.aux_losses.append(aux)
+        return out
+
+    def total_aux_loss(self) -> str | None:
+        """The layers' load-balancing losses (each a [1] vector) concatenated and summed
+        outside the layers (ops ``loss.aux_layers``, ``loss.aux``): every layer feeds the
+        same op in the same way, so the planner still sees a stack of identical layers.
+        None when there are none."""
+        if not self.aux_losses:
+            return None
+        stacked = self.op("concat", self.aux_losses, "loss.aux_layers", dim=0)
+        return self.op("sum", [stacked], "loss.aux", dims=[0])
 
     def rope_inputs(self) -> None:
         """cos/sin tables [seq, head_dim/2], shared by every layer's rotary ops."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from graphs.ir import DType
 from graphs.zoo.errors import ModelConfigError, UnknownModelError
+from graphs.zoo.moe_config import MLAConfig, MoEConfig, Score
 
 
 @enum.unique
@@ -75,7 +76,12 @@ class Position(enum.Enum):
         return f"Position.{self.name}"
 
 
-OVERRIDES = ("batch", "seq", "layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "dtype")
+MOE_OVERRIDES = ("experts", "top_k", "expert_ffn", "capacity_factor", "expert_imbalance")
+"""Overrides of a mixture-of-experts model's :class:`MoEConfig` (``expert_imbalance`` sets its
+``imbalance``)."""
+
+OVERRIDES = ("batch", "seq", "layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "dtype",
+             *MOE_OVERRIDES)
 """The keyword overrides :func:`build` and :func:`config` accept."""
 
 
@@ -86,6 +92,10 @@ class ModelConfig:
     ``kv_heads < heads`` is grouped-query attention. ``vocab`` is None for the families without
     embedding and head; ``context`` None means no limit on ``seq``. ``bias`` puts a bias on
     every linear layer (GPT-2); ``qkv_bias`` on the q, k and v projections only (Qwen2).
+    ``moe`` makes the FFN of every layer but ``moe.dense_layers`` a routed mixture of experts
+    (:class:`~graphs.zoo.moe_config.MoEConfig`); ``ffn`` is then the width of the dense layers'
+    FFN. ``mla`` replaces the attention's projections by multi-head latent attention
+    (:class:`~graphs.zoo.moe_config.MLAConfig`; ``explicit_head_dim`` is then its rotary dim).
     ``explicit_head_dim`` is a per-head width given outright (a Hugging Face ``head_dim``), so
     ``heads · head_dim`` may differ from ``hidden``; None derives it as ``hidden // heads``.
     ``ffn_multiplier`` and
@@ -117,6 +127,8 @@ class ModelConfig:
     ffn_multiplier: float | None = 0.0
     ffn_multiple_of: int = 1
     explicit_head_dim: int | None = None
+    moe: MoEConfig | None = None
+    mla: MLAConfig | None = None
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -127,6 +139,10 @@ class ModelConfig:
             if getattr(self, name) is not None:
                 _check_positive(self.name, name, getattr(self, name))
         _check_attention(self)
+        if self.moe is not None:
+            self.moe.validate(self.name, self.layers)
+        if self.mla is not None:
+            self.mla.validate(self.name)
         if self.context is not None and self.seq > self.context:
             msg = (f"seq {self.seq} exceeds the model's context {self.context}; "
                    f"use --seq of at most {self.context}")
@@ -208,6 +224,14 @@ _LLAMA3_SOURCE = ("meta-llama/llama-models models/sku_list.py "
                   "@8c88b8c0d75dbd136b6895220c4f56ccbe2f2d24")
 
 
+_DEEPSEEK_SOURCE = ("deepseek-ai/DeepSeek-V3 config.json on the Hugging Face Hub, whose sizes "
+                    "are the defaults of transformers' DeepseekV3Config "
+                    "(src/transformers/models/deepseek_v3/configuration_deepseek_v3.py)")
+_MIXTRAL_SOURCE = ("mistralai/Mixtral-8x7B-v0.1 config.json on the Hugging Face Hub (a copy in "
+                   "tests/data/hf-configs); NVIDIA/Megatron-LM examples/mixtral/"
+                   "train_mixtral_8x7b_distributed.sh")
+
+
 def _gpt2(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
     return ModelConfig(
         name=name, family=Family.GPT2, layers=layers, hidden=hidden, heads=heads,
@@ -246,8 +270,23 @@ _PRESETS: dict[str, ModelConfig] = {
     "llama2-70b": _llama("llama2-70b", (80, 8192, 64, 8), 32000, 4096, (1.3, 4096), 1e4),
     "llama3-8b": _llama("llama3-8b", (32, 4096, 32, 8), 128256, 8192, (1.3, 1024), 5e5),
     "llama3-70b": _llama("llama3-70b", (80, 8192, 64, 8), 128256, 8192, (1.3, 4096), 5e5),
+    "llama3.1-8b": _llama("llama3.1-8b", (32, 4096, 32, 8), 128256, 131072, (1.3, 1024), 5e5),
     "llama3.1-405b": _llama("llama3.1-405b", (126, 16384, 128, 8), 128256, 131072,
                             (1.2, 4096), 5e5),
+    "deepseek-v3": replace(
+        _llama("deepseek-v3", (61, 7168, 128, 128), 129280, 163840, (None, 1), 1e4),
+        ffn=18432, norm_eps=1e-6, explicit_head_dim=64, ffn_multiplier=None,
+        mla=MLAConfig(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
+                      qk_rope_head_dim=64, v_head_dim=128),
+        moe=MoEConfig(experts=256, top_k=8, expert_ffn=2048, shared_ffn=2048,
+                      score=Score.SIGMOID, normalize=True, routed_scale=2.5,
+                      dense_layers=(0, 1, 2)),
+        source=_DEEPSEEK_SOURCE),
+    "mixtral-8x7b": replace(
+        _llama("mixtral-8x7b", (32, 4096, 32, 8), 32000, 32768, (1.3, 1024), 1e6),
+        moe=MoEConfig(experts=8, top_k=2, expert_ffn=14336, normalize=True,
+                      aux_loss_coef=0.02),
+        source=_MIXTRAL_SOURCE),
 }
 
 # Overrides that make no sense for a family: refusing them beats silently ignoring them.
@@ -286,12 +325,24 @@ def config(name: str, **overrides: Any) -> ModelConfig:
     base = preset(name)
     given = {key: value for key, value in overrides.items() if value is not None}
     _check_override_names(base, given)
-    changes = dict(given)
+    changes = {k: v for k, v in given.items() if k not in MOE_OVERRIDES}
+    if base.moe is not None:
+        changes["moe"] = moe_overridden(base.moe, given)
     if "hidden" in given and "ffn" not in given:
         changes["ffn"] = default_ffn(base, given["hidden"])
     if "heads" in given and "kv_heads" not in given and base.kv_heads == base.heads:
         changes["kv_heads"] = given["heads"]
     return replace(base, **changes)
+
+
+def moe_overridden(moe: MoEConfig, given: dict[str, Any]) -> MoEConfig:
+    """``moe`` with the MoE overrides in ``given`` applied, its dense layers cut to a
+    ``layers`` override (the first k dense layers of a shorter model stay its first)."""
+    fields = {("imbalance" if k == "expert_imbalance" else k): v for k, v in given.items()
+              if k in MOE_OVERRIDES}
+    if "layers" in given:
+        fields["dense_layers"] = tuple(i for i in moe.dense_layers if i < int(given["layers"]))
+    return replace(moe, **fields)
 
 
 def _check_override_names(base: ModelConfig, given: dict[str, Any]) -> None:
@@ -300,6 +351,9 @@ def _check_override_names(base: ModelConfig, given: dict[str, Any]) -> None:
             close = difflib.get_close_matches(key, OVERRIDES, n=1, cutoff=0.5)
             hint = f'did you mean "{close[0]}"? ' if close else ""
             msg = f'unknown override "{key}"; {hint}choose from {", ".join(OVERRIDES)}'
+            raise ModelConfigError(base.name, key, msg)
+        if key in MOE_OVERRIDES and base.moe is None:
+            msg = f"{key} applies to mixture-of-experts models only; {base.name} is dense"
             raise ModelConfigError(base.name, key, msg)
         if key in _NOT_APPLICABLE.get(base.family, ()):
             msg = f"{key} does not apply to the {base.family.value} family; leave it out"

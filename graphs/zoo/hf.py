@@ -4,7 +4,10 @@ Why: users plan the model they have, and what they have is a checkpoint's ``conf
 The file is mapped onto a :class:`~graphs.zoo.configs.ModelConfig`, so the zoo's graph
 builder and its closed-form parameter count serve it exactly as they serve the presets: a
 Llama, Mistral or Qwen2 config is a Llama-family decoder (RMSNorm, SwiGLU, rotary), a GPT-2
-config a GPT-2 (LayerNorm, GELU, learned positions, biases everywhere, tied head). Field names
+config a GPT-2 (LayerNorm, GELU, learned positions, biases everywhere, tied head); a Mixtral,
+Qwen2-MoE or DeepSeek-V3 config a Llama-family decoder whose FFNs are routed experts (their
+fields are read by :mod:`graphs.zoo.hf_moe`; DeepSeek-V3's latent attention is built from its
+matmuls, :mod:`graphs.zoo.blocks_mla`). Field names
 and the defaults of absent fields follow the Hugging Face classes in ``transformers``
 (``src/transformers/models/{llama,mistral,qwen2,gpt2}/configuration_*.py`` and
 ``modeling_*.py``): ``num_key_value_heads`` (absent: all heads for Llama, 8 for Mistral, 32 for
@@ -50,12 +53,13 @@ from typing import Any
 
 from graphs.ir import DType
 from graphs.opgraph import OpGraph
-from graphs.zoo import counts
+from graphs.zoo import counts, hf_moe
 from graphs.zoo import hf_unmodelled as rules
-from graphs.zoo.configs import Activation, Family, ModelConfig, Norm, Position
+from graphs.zoo.configs import Activation, Family, ModelConfig, Norm, Position, moe_overridden
 from graphs.zoo.errors import ModelConfigError, UnknownModelTypeError, UnmodelledFieldsWarning
 from graphs.zoo.hf_document import ConfigDocument, is_hf_config, read_document
 from graphs.zoo.models import build_graph
+from graphs.zoo.moe_config import MLAConfig, MoEConfig
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +68,10 @@ __all__ = ["HF_OVERRIDES", "HFModel", "from_hf_config", "hf_model_types", "is_hf
 
 DEFAULT_BATCH = 8
 DEFAULT_SEQ = 4096
-HF_OVERRIDES = ("batch", "seq", "layers", "dtype")
-"""The keyword overrides a Hugging Face config accepts (``None`` values are ignored)."""
+HF_OVERRIDES = ("batch", "seq", "layers", "dtype", "capacity_factor", "expert_imbalance")
+"""The keyword overrides a Hugging Face config accepts (``None`` values are ignored); the last
+two size the expert buffers of a mixture-of-experts config."""
+_MOE_ONLY = ("capacity_factor", "expert_imbalance")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +135,31 @@ def _llama_like(defaults: _LlamaDefaults) -> Callable[[ConfigDocument], dict[str
     return read
 
 
+def _with_moe(base: Callable[[ConfigDocument], dict[str, Any]],
+              moe: Callable[[ConfigDocument, int], MoEConfig]
+              ) -> Callable[[ConfigDocument], dict[str, Any]]:
+    """A Llama-like decoder whose FFNs are (partly) routed experts read by ``moe``."""
+    def read(doc: ConfigDocument) -> dict[str, Any]:
+        fields = base(doc)
+        fields["moe"] = moe(doc, fields["layers"])
+        return fields
+    return read
+
+
+def _deepseek_v3(doc: ConfigDocument) -> dict[str, Any]:
+    """DeepseekV3Config: a Llama-like decoder with latent attention and routed experts; its
+    sizes default to DeepSeek-V3's."""
+    fields = _llama_like(_LlamaDefaults(False, 4096, None))(doc)
+    mla = MLAConfig(q_lora_rank=doc.optional_positive_int("q_lora_rank", 1536),
+                    kv_lora_rank=doc.positive_int("kv_lora_rank", 512),
+                    qk_nope_head_dim=doc.positive_int("qk_nope_head_dim", 128),
+                    qk_rope_head_dim=doc.positive_int("qk_rope_head_dim", 64),
+                    v_head_dim=doc.positive_int("v_head_dim", 128))
+    fields.update(mla=mla, explicit_head_dim=mla.qk_rope_head_dim,
+                  moe=hf_moe.deepseek_v3(doc, fields["layers"]))
+    return fields
+
+
 def _rope_theta(doc: ConfigDocument) -> float:
     """``rope_theta``, or inside ``rope_parameters`` (newer transformers); 10000 when absent."""
     nested = doc.raw("rope_parameters")
@@ -172,10 +203,23 @@ _ARCHITECTURES: dict[str, _Architecture] = {
                              _LLAMA_KEYS),
     "qwen2": _Architecture(_llama_like(_LlamaDefaults(True, 32768, 32)), rules.QWEN2,
                            _LLAMA_KEYS),
+    "mixtral": _Architecture(_with_moe(_llama_like(_LlamaDefaults(False, 4096 * 32, 8)),
+                                       hf_moe.mixtral), rules.MIXTRAL,
+                             {**_LLAMA_KEYS, "experts": "num_local_experts",
+                              "top_k": "num_experts_per_tok", "expert_ffn": "intermediate_size"}),
+    "qwen2_moe": _Architecture(_with_moe(_llama_like(_LlamaDefaults(True, 32768, 16)),
+                                         hf_moe.qwen2_moe), rules.QWEN2_MOE,
+                               {**_LLAMA_KEYS, "experts": "num_experts",
+                                "top_k": "num_experts_per_tok",
+                                "expert_ffn": "moe_intermediate_size"}),
+    "deepseek_v3": _Architecture(_deepseek_v3, rules.DEEPSEEK_V3,
+                                 {**_LLAMA_KEYS, "experts": "n_routed_experts",
+                                  "top_k": "num_experts_per_tok",
+                                  "expert_ffn": "moe_intermediate_size",
+                                  "explicit_head_dim": "qk_rope_head_dim"}),
 }
 
-_NOT_YET = dict.fromkeys(("mixtral", "qwen2_moe"),
-                         "its mixture-of-experts layers need ops the graph IR does not have yet")
+_NOT_YET: dict[str, str] = {}
 """Recognised model types without a builder, and why (the error says so)."""
 
 
@@ -184,7 +228,7 @@ def hf_model_types() -> tuple[str, ...]:
 
     Example:
         >>> hf_model_types()
-        ('gpt2', 'llama', 'mistral', 'qwen2')
+        ('deepseek_v3', 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2', 'qwen2_moe')
     """
     return tuple(sorted(_ARCHITECTURES))
 
@@ -221,6 +265,13 @@ def read_hf_config(source: str | Path | Mapping[str, Any], *, name: str | None =
     model_name = name if name is not None else _default_name(document, model_type)
     given = _check_overrides(model_name, architecture, overrides)
     fields = architecture.read(document)
+    if fields.get("moe") is not None:
+        fields["moe"] = moe_overridden(fields["moe"], given)
+    elif any(key in given for key in _MOE_ONLY):
+        key = next(key for key in _MOE_ONLY if key in given)
+        raise ModelConfigError(model_name, key, f"{key} applies to mixture-of-experts models "
+                                                f"only; {model_type} is dense")
+    given = {k: v for k, v in given.items() if k not in _MOE_ONLY}
     shape = {"batch": DEFAULT_BATCH, "seq": min(DEFAULT_SEQ, fields["context"]),
              "dtype": _file_dtype(document), **given}
     source_text = f"Hugging Face config.json {document.file or '(dict)'}"

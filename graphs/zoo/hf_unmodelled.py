@@ -79,6 +79,38 @@ def qwen2_window(document: ConfigDocument, config: ModelConfig) -> str | None:
         else None
 
 
+def mixtral_window(document: ConfigDocument, config: ModelConfig) -> str | None:
+    """MixtralConfig's ``sliding_window`` defaults to None (full attention)."""
+    return _window_text(document.optional_positive_int("sliding_window", None), config,
+                        "every layer")
+
+
+def router_jitter(document: ConfigDocument, _: ModelConfig) -> str | None:
+    """MixtralSparseMoeBlock multiplies the input by uniform noise in training when
+    ``router_jitter_noise`` > 0 (default 0)."""
+    noise = document.number("router_jitter_noise", 0.0)
+    return f"router_jitter_noise={noise:g} (the graph's router sees no noise)" if noise else None
+
+
+def deepseek_routing(document: ConfigDocument, _: ModelConfig) -> str | None:
+    """DeepseekV3TopkRouter picks experts by score + ``e_score_correction_bias`` within the
+    best ``topk_group`` of ``n_group`` groups (defaults 4 of 8)."""
+    groups, picked = document.number("n_group", 8), document.number("topk_group", 4)
+    if groups <= 1 or picked >= groups:
+        return None
+    return (f"n_group={groups:g}, topk_group={picked:g} (the router picks within the best "
+            "expert groups and adds a selection bias; the graph picks the top-k of the scores: "
+            "same shapes and cost, other experts)")
+
+
+def next_token_layers(document: ConfigDocument, _: ModelConfig) -> str | None:
+    """DeepSeek-V3's multi-token-prediction module (``num_nextn_predict_layers``) is in the
+    checkpoint but not in Hugging Face's model."""
+    count = document.number("num_nextn_predict_layers", 0)
+    return (f"num_nextn_predict_layers={count:g} (the multi-token prediction module is not in the "
+            "graph, as in transformers' DeepseekV3ForCausalLM)") if count else None
+
+
 def _window_text(window: int | None, config: ModelConfig, where: str) -> str | None:
     if window is None or window >= config.seq:
         return None
@@ -142,6 +174,12 @@ MISTRAL: tuple[Rule, ...] = (silu_activation, mistral_window, partial_rotary,
 QWEN2: tuple[Rule, ...] = (silu_activation, qwen2_window, partial_rotary, attention_dropout,
                            *COMMON)
 GPT2: tuple[Rule, ...] = (gelu_activation, gpt2_dropout, gpt2_attention, *COMMON)
+MIXTRAL: tuple[Rule, ...] = (silu_activation, mixtral_window, router_jitter, partial_rotary,
+                             attention_dropout, quantization)
+DEEPSEEK_V3: tuple[Rule, ...] = (silu_activation, deepseek_routing, next_token_layers,
+                                 llama_biases, attention_dropout, quantization)
+QWEN2_MOE: tuple[Rule, ...] = (silu_activation, qwen2_window, partial_rotary, attention_dropout,
+                               quantization)
 
 
 def unmodelled(document: ConfigDocument, config: ModelConfig,

@@ -9,6 +9,8 @@
   ``positions`` [b, s] INT64 input for GPT-2) → blocks → final norm → LM head logits →
   ``cross_entropy`` against ``targets`` [b, s] INT64; the scalar loss is the marked output.
   GPT-2's head reuses the token table (``bsh,vh->bsv``); Llama's head is its own [h, V] param.
+  A model with a mixture of experts (``config.moe``) adds its layers' load-balancing losses
+  to the cross-entropy (op ``loss.ce``; the sum is ``loss``).
   GPT-2's fused ``c_attn`` is emitted as three [h, h] projections (same parameters, and each
   shards on its own); Llama's rotary embedding reads ``rope.cos`` / ``rope.sin`` [s, d/2] inputs.
 """
@@ -69,7 +71,11 @@ def _language_model(emit: Emitter) -> str:
         head = emit.param("head.weight", (config.hidden, vocab))
         logits = emit.op("einsum", [x, head], "head", equation="bsh,hv->bsv")
     targets = emit.ids_input("targets")
-    return emit.op("cross_entropy", [logits, targets], "loss")
+    aux = emit.total_aux_loss()
+    if aux is None:
+        return emit.op("cross_entropy", [logits, targets], "loss")
+    loss = emit.op("cross_entropy", [logits, targets], "loss.ce")
+    return emit.op("add", [loss, aux], "loss")
 
 
 def _vocab(config: ModelConfig) -> int:

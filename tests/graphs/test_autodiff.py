@@ -99,6 +99,16 @@ CASES = [
          {"causal": False}, id="cross"),
     Case("attention", [((1, 3, 2, 4), P), ((1, 5, 1, 4), P), ((1, 5, 1, 2), P)],
          {"causal": True}, id="causal-t>s"),
+    Case("moe_topk", [((2, 3, 4), P)], {"k": 2, "normalize": True, "scale": 1.5}, id="norm"),
+    Case("moe_topk", [((2, 3, 4), POS)], {"k": 3}, id="plain"),
+    Case("moe_dispatch", [((2, 4, 3), P), ((2, 4, 2), "int:3")],
+         {"experts": 3, "capacity": 2}, id="dropping"),
+    Case("moe_dispatch", [((2, 4, 3), P), ((2, 4, 2), "int:3"), ((2, 4, 2), P)],
+         {"experts": 3, "capacity": 3}, id="weighted"),
+    Case("moe_combine", [((2, 3, 2, 3), P), ((2, 4, 2), "int:3"), ((2, 4, 2), P)],
+         id="weighted"),
+    Case("moe_combine", [((2, 3, 2, 3), P), ((2, 4, 2), "int:3")], id="plain"),
+    Case("swiglu", [((2, 3, 8), P)]),
 ]
 _IDS = [f"{c.kind}-{c.id or i}" for i, c in enumerate(CASES)]
 
@@ -110,6 +120,7 @@ NO_VJP = {
     "sigmoid_bwd",
     "tanh_bwd", "layer_norm_bwd_x", "layer_norm_bwd_w", "rms_norm_bwd_x", "rms_norm_bwd_w",
     "log_softmax_bwd", "softmax_bwd", "max_bwd", "pad", "opaque",
+    "moe_topk_bwd", "moe_gate_grad", "expert_counts", "swiglu_bwd",
 }
 
 

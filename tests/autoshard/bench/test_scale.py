@@ -29,6 +29,7 @@ def test_full_job_list_covers_the_issue() -> None:
     assert "llama3-8b layers=32 dp=8,tp=8 training" in names
     assert "llama3-70b dp=8,tp=8 training" in names
     assert "llama3.1-405b dp=8,fsdp=8,tp=8 training" in names
+    assert "mixtral-8x7b dp=2,ep=4,tp=8 training" in names
     for mesh in ("dp=8", "dp=2,tp=4", "dp=8,tp=8", "dp=4,fsdp=4,tp=4"):
         for layers in (1, 2, 4, 8):
             assert f"llama3-8b layers={layers} {mesh} training" in names

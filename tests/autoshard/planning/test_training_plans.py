@@ -181,14 +181,22 @@ def _activation_traffic(plan: autoshard.Plan, layer: int | None = None) -> list:
 
 
 # ------------------------------------------------------------------- 2-D meshes
+def _ring_attention(op, strategy) -> bool:
+    return op.kind.startswith("attention") and "s*" in strategy.per_axis
+
+
 def test_slow_dp_and_fast_tp_links_put_data_parallel_on_dp_and_tensor_parallel_on_tp() -> None:
     # Interior layers only: the last block's output and the incoming gradient of a
     # loss-less stack may take any layout for free, which makes its MLP a boundary case.
+    # Ring attention (context parallelism) is left out: at seq 8192 it beats tensor
+    # parallelism of the attention on the fast axis by 0.4 %, and this test is about which
+    # axis carries data parallelism and which the model's weights.
     graph = zoo.build("transformer", layers=3, batch=2, seq=8192, hidden=4096, heads=32)
     # every collective priced in full: with overlap, sharding the parameters over dp too
     # (FSDP, gathers hidden behind compute) is cheaper, and looks the same in a placement
     plan = autoshard.plan(graph, autoshard.Mesh.parse("dp=2,tp=4"), training=True,
-                          links={"dp": "ib"}, topology=TEXTBOOK, overlap="none")
+                          links={"dp": "ib"}, topology=TEXTBOOK, overlap="none",
+                          exclude=_ring_attention)
     assert plan.tensors["x"].placements == ("S(0)", "R")       # batch over dp only
     interior = ("layers.0.", "layers.1.")
     for name, rec in plan.tensors.items():

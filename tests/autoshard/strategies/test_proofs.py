@@ -3,7 +3,7 @@
 The oracle is the unsharded NumPy reference plus DTensor's layout semantics
 (:mod:`autoshard.sharding.layout`, itself checked against DTensor's worked answers). Partial inputs
 are split into random shares, so a strategy that treats a Partial as complete fails. Hand-written
-rules (vocab-parallel embedding and loss) run through
+rules (vocab-parallel embedding and loss, ring attention) run through
 :func:`autoshard.strategies.hand_rules.run_local`, which makes their all-reduces explicit. Also:
 the DTensor ``mm`` strategy list, its 2-D expansion, and the ``_StridedShard`` a flatten produces.
 """
@@ -46,9 +46,9 @@ def _run(kind, opdef, attrs, specs, outs, arrays, strategy, mesh) -> list[np.nda
              for c in coords}
     hand_axes = [a for a, name in enumerate(strategy.per_axis) if name.endswith("*")]
     if hand_axes:
-        vocab = specs[1].shape[0] if kind == "embedding" else specs[0].shape[-1]
-        per_device = hand_rules.run_local(kind, hand_axes, mesh.axis_sizes, vocab, local)
-        results = {c: (per_device[c],) for c in coords}
+        factor = strategy.per_axis[hand_axes[0]].removesuffix("*")
+        results = hand_rules.run_local(kind, factor, hand_axes, mesh.axis_sizes, specs, attrs,
+                                       local)
     else:
         results = {}
         for c in coords:

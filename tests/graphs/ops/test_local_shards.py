@@ -31,9 +31,39 @@ class Case:
     specs: Callable[[Z], list[tuple[tuple[int, ...], DType]]]
     attrs: Callable[[Z], dict[str, Any]] = lambda z: {}
     positive: bool = False
+    int_high: int | None = None   # integer inputs drawn from [0, int_high) (expert indices)
 
 
 F, INT, B = DType.F64, DType.INT64, DType.BOOL
+E_MOE, K_MOE, C_MOE = 3, 2, 2   # experts, top-k and capacity of the MoE cases
+
+MOE_CASES = [
+    Case("moe_topk", lambda z: [((z["a"], z["b"], z["c"] + 1), F)],
+         lambda z: {"k": 2, "normalize": True, "scale": 1.5}),
+    Case("moe_topk_bwd", lambda z: [((z["a"], z["b"], 4), F), ((z["a"], z["b"], K_MOE), INT),
+                                    ((z["a"], z["b"], K_MOE), F)],
+         lambda z: {"normalize": True, "scale": 0.5}, int_high=4),
+    Case("moe_dispatch", lambda z: [((z["a"], z["b"], z["c"]), F),
+                                    ((z["a"], z["b"], K_MOE), INT)],
+         lambda z: {"experts": E_MOE, "capacity": C_MOE}, int_high=E_MOE),
+    Case("moe_dispatch", lambda z: [((z["a"], z["b"], z["c"]), F),
+                                    ((z["a"], z["b"], K_MOE), INT),
+                                    ((z["a"], z["b"], K_MOE), F)],
+         lambda z: {"experts": E_MOE, "capacity": C_MOE}, int_high=E_MOE),
+    Case("moe_combine", lambda z: [((z["a"], E_MOE, C_MOE, z["c"]), F),
+                                   ((z["a"], z["b"], K_MOE), INT),
+                                   ((z["a"], z["b"], K_MOE), F)], int_high=E_MOE),
+    Case("moe_combine", lambda z: [((z["a"], E_MOE, C_MOE, z["c"]), F),
+                                   ((z["a"], z["b"], K_MOE), INT)], int_high=E_MOE),
+    Case("moe_gate_grad", lambda z: [((z["a"], E_MOE, C_MOE, z["c"]), F),
+                                     ((z["a"], z["b"], K_MOE), INT),
+                                     ((z["a"], z["b"], z["c"]), F)], int_high=E_MOE),
+    Case("swiglu", lambda z: [((z["a"], z["b"], 2 * z["c"]), F)]),
+    Case("swiglu_bwd", lambda z: [((z["a"], z["b"], 2 * z["c"]), F),
+                                  ((z["a"], z["b"], z["c"]), F)]),
+    Case("expert_counts", lambda z: [((z["a"], z["b"], K_MOE), INT)],
+         lambda z: {"experts": E_MOE, "dtype": "f64"}, int_high=E_MOE),
+]
 
 CASES = [
     Case("einsum", lambda z: [((z["a"], z["b"], z["c"]), F), ((z["c"], z["d"]), F)],
@@ -124,6 +154,7 @@ CASES = [
                                      ((z["a"], z["b"], z["c"], 4), F),
                                      ((z["a"], z["b"], z["c"] * z["d"], 4), F)],
          lambda z: {"causal": True, "scale": 0.3}),
+    *MOE_CASES,
 ]
 _IDS = [f"{c.kind}-{i}" for i, c in enumerate(CASES)]
 
@@ -136,6 +167,7 @@ def _arrays(case: Case, specs: list[TensorSpec], rng: np.random.Generator,
             arrays.append(rng.random(spec.shape) < 0.5)
         elif spec.dtype is INT:
             high = specs[1].shape[0] if case.kind == "embedding" else specs[0].shape[-1]
+            high = case.int_high if case.int_high is not None else high
             arrays.append(rng.integers(0, high, size=spec.shape))
         elif case.positive:
             arrays.append(rng.uniform(0.5, 2.0, size=spec.shape))

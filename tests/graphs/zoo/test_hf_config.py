@@ -32,6 +32,7 @@ PUBLISHED = {
     "llama-3.1-8b.json": 8_030_261_248,
     "mistral-7b-v0.1.json": 7_241_732_096,
     "qwen2.5-7b.json": 7_615_616_512,
+    "mixtral-8x7b-v0.1.json": 46_702_792_704,
 }
 FILES = sorted(PUBLISHED)
 SMALL = {"batch": 1, "seq": 16}  # parameter shapes do not depend on batch or seq
@@ -83,7 +84,8 @@ def test_config_files_are_recognised_and_default_graphs_validate(file: str) -> N
 
 # ---- against the zoo presets (published sizes from nanoGPT and Meta) -----------------------
 @pytest.mark.parametrize(("file", "preset"), [("gpt2.json", "gpt2"),
-                                              ("llama-3.1-8b.json", "llama3-8b")])
+                                              ("llama-3.1-8b.json", "llama3-8b"),
+                                              ("mixtral-8x7b-v0.1.json", "mixtral-8x7b")])
 def test_same_graph_as_the_zoo_preset_of_the_same_architecture(file: str, preset: str) -> None:
     overrides = {"layers": 2, "batch": 2, "seq": 64}
     ours = graphs.io.graph_to_dict(build(file, **overrides))
@@ -262,13 +264,13 @@ def test_from_hf_config_warns_once_and_read_hf_config_never() -> None:
 
 # ---- errors ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(("model_type", "text"), [
-    ("mixtral", "mixture-of-experts"), ("Llama", "did you mean llama"), ("t5", "not supported"),
+    ("Llama", "did you mean llama"), ("t5", "not supported"),
 ])
 def test_unknown_model_type_lists_the_supported_ones(model_type: str, text: str) -> None:
     with pytest.raises(zoo.UnknownModelTypeError) as caught:
         zoo.read_hf_config(tiny_llama(model_type=model_type))
     message = str(caught.value)
-    assert text in message and "gpt2, llama, mistral, qwen2" in message
+    assert text in message and "gpt2, llama, mistral, mixtral, qwen2, qwen2_moe" in message
     assert ("did you mean" in message) is (model_type == "Llama")
     assert caught.value.field == "model_type" and isinstance(caught.value, GraphError)
 

@@ -35,6 +35,9 @@ PUBLISHED = {
     "llama3-8b": 8.03e9,
     "llama3-70b": 70.6e9,
     "llama3.1-405b": 405.9e9,
+    "llama3.1-8b": 8.03e9,
+    "mixtral-8x7b": 46.7e9,   # model card; exactly 46,702,792,704 (tests/data/hf-configs)
+    "deepseek-v3": 671e9,     # DeepSeek-V3 technical report: 671B total (MTP module apart)
 }
 SMALL = {"batch": 1, "seq": 16}  # param shapes do not depend on batch/seq; keeps builds cheap
 
@@ -79,6 +82,8 @@ OVERRIDE_CASES = {
     "llama2-mha": ("llama2-7b", {"layers": 1, "hidden": 256, "heads": 4, "ffn": 100}),
     "transformer": ("transformer", {"layers": 3, "hidden": 64, "heads": 4, "kv_heads": 1}),
     "mlp": ("mlp", {"layers": 5, "hidden": 32, "ffn": 48}),
+    "mixtral-small": ("mixtral-8x7b", {"layers": 2, "hidden": 256, "heads": 8, "kv_heads": 2,
+                                       "experts": 4, "top_k": 1, "expert_ffn": 64}),
 }
 
 
@@ -273,7 +278,7 @@ def test_largest_model_builds_with_all_its_layers() -> None:
 
 def test_names_and_configs_are_listed_in_a_stable_order() -> None:
     assert zoo.names()[:3] == ("mlp", "transformer", "gpt2")
-    assert len(zoo.names()) == 12 and len(set(zoo.names())) == 12
+    assert len(zoo.names()) == 15 and len(set(zoo.names())) == 15
     config = zoo.config("llama3.1-405b")
     assert (config.layers, config.hidden, config.heads, config.kv_heads, config.vocab,
             config.context) == (126, 16384, 128, 8, 128256, 131072)
