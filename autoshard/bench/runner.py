@@ -15,6 +15,7 @@ from autoshard.errors import UsageError
 BENCHMARKS = {
     "calibration": "autoshard.bench.calibration",
     "enumerate": "autoshard.bench.enumerate",
+    "fidelity": "autoshard.bench.fidelity",
     "reshard": "autoshard.bench.reshard",
     "scale": "autoshard.bench.scale",
     "solver": "autoshard.bench.solver",
