@@ -173,8 +173,9 @@ def test_a_saved_plan_refuses_other_axis_names_and_other_graphs(graph, auto) -> 
 
 def test_deferred_gradients_hold_whole_gradients_until_the_step(graph) -> None:
     base = {"tensors": "grad/*", "role": "grad", "placements": ["P(sum)", "*"]}
-    eager = autoshard.plan(graph, MESH, training=True, pins=pins(base))
-    deferred = autoshard.plan(graph, MESH, training=True,
+    # plain sum: with overlap, hidden syncs tie and the two optima may differ elsewhere
+    eager = autoshard.plan(graph, MESH, training=True, pins=pins(base), overlap="none")
+    deferred = autoshard.plan(graph, MESH, training=True, overlap="none",
                               pins=pins(base, gradient_sync="deferred"))
     # when gradients are reduced changes memory only, never the step's time
     assert deferred.objective.total_s == pytest.approx(eager.objective.total_s, rel=1e-12)
