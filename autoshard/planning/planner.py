@@ -383,11 +383,13 @@ class _Planner:
         peak = self.memory.peak(solution.choices) + self.options.reserve
         breakdown = self.memory.breakdown(solution.choices)
         breakdown["reserve"] = self.options.reserve
+        # by difference, so a plan with nothing overlapped says 0 exactly, not rounding noise
+        hidden = max(compute + comm - total, 0.0) if any(r.overlap for r in reshards) else 0.0
         objective = Objective(
             total_s=total, compute_s=compute, comm_s=comm,
             lower_bound_s=float(min(solution.bound, total)), optimal=bool(solution.optimal),
             gap=float(solution.gap), status=str(solution.status.name).lower(),
-            solve_s=self.timings.get("solve_s", 0.0), hidden_s=max(compute + comm - total, 0.0),
+            solve_s=self.timings.get("solve_s", 0.0), hidden_s=hidden,
             micro_batches=m)
         return Plan(
             model=self.options.model_name or self.graph.name,
