@@ -17,6 +17,7 @@ BENCHMARKS = {
     "calibration": "autoshard.bench.calibration",
     "enumerate": "autoshard.bench.enumerate",
     "fidelity": "autoshard.bench.fidelity",
+    "kernels": "autoshard.bench.kernels",
     "reshard": "autoshard.bench.reshard",
     "scale": "autoshard.bench.scale",
     "solver": "autoshard.bench.solver",
