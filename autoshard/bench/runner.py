@@ -17,6 +17,7 @@ BENCHMARKS = {
     "calibration": "autoshard.bench.calibration",
     "context-parallel": "autoshard.bench.context_parallel",
     "enumerate": "autoshard.bench.enumerate",
+    "fidelity": "autoshard.bench.fidelity",
     "kernels": "autoshard.bench.kernels",
     "moe-links": "autoshard.bench.moe_links",
     "reshard": "autoshard.bench.reshard",
