@@ -116,6 +116,7 @@ class Plan:
     verification: Mapping[str, Any] | None = None
     pins: Mapping[str, Any] | None = None
     throughput: Mapping[str, Any] | None = None
+    pipeline: Mapping[str, Any] | None = None  # stages, schedule, timeline (pipelined plans)
 
     # ---- reports -------------------------------------------------------------------------
     def costs(self) -> pd.DataFrame:
@@ -161,6 +162,7 @@ class Plan:
             **({"verification": dict(self.verification)} if self.verification else {}),
             **({"pins": dict(self.pins)} if self.pins is not None else {}),
             **({"throughput": dict(self.throughput)} if self.throughput else {}),
+            **({"pipeline": dict(self.pipeline)} if self.pipeline else {}),
         }
 
     def to_json(self) -> str:
@@ -280,4 +282,5 @@ def _plan_from_dict(d: Mapping[str, Any]) -> Plan:
         verification=d.get("verification"),
         pins=d.get("pins"),
         throughput=d.get("throughput"),
+        pipeline=d.get("pipeline"),
     )

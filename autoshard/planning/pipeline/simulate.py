@@ -166,3 +166,15 @@ def _peak_in_flight(order: Sequence[Task]) -> int:
         elif task.kind is Kind.B:
             held -= 1
     return peak
+
+
+def in_flight(schedule: Schedule, stages: int, micro_batches: int,
+              chunks: int = 1) -> tuple[int, ...]:
+    """Per stage, the most chunk-micro-batches the schedule's order keeps between forward and
+    backward (timing-free: a stage's order alone fixes it).
+
+    >>> in_flight(Schedule.ONE_F_ONE_B, 4, 8), in_flight(Schedule.GPIPE, 4, 8)
+    ((4, 3, 2, 1), (8, 8, 8, 8))
+    """
+    return tuple(_peak_in_flight(o)
+                 for o in stage_orders(schedule, stages, micro_batches, chunks))
