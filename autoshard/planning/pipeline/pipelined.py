@@ -167,7 +167,18 @@ def _pipelined_plan(forward: OpGraph, mesh: Mesh, topo: Topology, links: MeshLin
         links=tuple(links.describe()),
         objective=pipeline_objective(intra, choice, setting, stage_layers),
         peak_bytes_per_device=max(choice.stage_bytes) + reserve,
+        memory_breakdown=_breakdown(choice, setting, reserve),
         fingerprint=fingerprint(forward, mesh, topo, links),
         notes=(*intra.notes, *record["notes"]),
         stats={**dict(intra.stats), "settings": settings}, throughput=rate,
         pipeline={k: v for k, v in record.items() if k != "notes"})
+
+
+def _breakdown(choice: Choice, setting: Setting, reserve: float) -> dict[str, float]:
+    """The fullest stage's bytes by kind (the summary's memory line)."""
+    s = max(range(setting.stages), key=lambda i: choice.stage_bytes[i])
+    part = choice.stage_parts[s]
+    held = choice.timeline.peak_in_flight[s] / choice.chunks_per_stage
+    return {"params_grads_optimizer": part.static_bytes,
+            "activations_in_flight": held * part.activation_bytes,
+            "transient": setting.transient_bytes, "reserve": reserve}
