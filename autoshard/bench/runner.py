@@ -15,6 +15,7 @@ from autoshard.errors import UsageError
 BENCHMARKS = {
     "calibration": "autoshard.bench.calibration",
     "enumerate": "autoshard.bench.enumerate",
+    "pipeline": "autoshard.bench.pipeline",
     "reshard": "autoshard.bench.reshard",
     "scale": "autoshard.bench.scale",
     "solver": "autoshard.bench.solver",

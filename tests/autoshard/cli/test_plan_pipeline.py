@@ -1,0 +1,51 @@
+"""``autoshard plan`` on a mesh with a pp axis, end to end: files, summary, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from autoshard.cli import main
+
+SMALL = ("--model", "llama3-8b", "--layers", "8", "--seq", "128", "--hidden", "256", "--ffn",
+         "512", "--heads", "8", "--training")
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_pipelined_plan_writes_stages_and_prints_the_table(tmp_path) -> None:
+    result = run("plan", *SMALL, "--mesh", "dp=2,pp=2,tp=2", "--global-batch", "32",
+                 "--micro-batch", "2", "--schedule", "1f1b", "--stages", "4,4", "--out",
+                 str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "pipeline   1f1b (Schedule1F1B), 2 stages, 8 micro-batches" in result.output
+    record = json.loads((tmp_path / "plan.json").read_text())["pipeline"]
+    assert record["schedule"] == "1f1b" and record["micro_batches"] == 8
+    assert [row["layers"] for row in record["stage"]] == [[[0, 4]], [[4, 8]]]
+    assert record["stage"][0]["devices"] == [0, 1, 4, 5]
+    assert record["stage"][0]["embedding"] and record["stage"][1]["head"]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--mesh", "pp=16", "--global-batch", "16", "--micro-batch", "1"),
+     "pp=16 stages but the model has 8 layers"),
+    (("--mesh", "dp=2,pp=4", "--global-batch", "4", "--micro-batch", "1", "--schedule",
+      "1f1b"), "needs at least as many micro-batches as pipeline stages (4), got 2"),
+    (("--mesh", "pp=2,tp=2", "--stages", "4,x"), "--stages"),
+    (("--mesh", "dp=2,tp=2", "--schedule", "1f1b"), "apply to a mesh with a pp axis"),
+])
+def test_pipeline_bad_input_is_one_line(args, needle) -> None:
+    result = run("plan", *SMALL, *args)
+    assert result.exit_code == 2, result.output
+    assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+def test_pp_without_training_is_refused() -> None:
+    result = run("plan", "--model", "gpt2", "--layers", "2", "--mesh", "pp=2")
+    assert result.exit_code == 2
+    assert "add --training" in result.output
