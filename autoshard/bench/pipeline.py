@@ -1,6 +1,7 @@
 """``autoshard bench pipeline``: pipelined plans of the issue's jobs, against a published recipe.
 
-Rows (each planned in its own process, wall seconds measured around the whole ``plan``):
+Rows (each planned in its own process; wall seconds around the whole ``plan``, and its CPU
+seconds, which a machine shared with other jobs inflates less):
 
 * ``target-70b``: ``plan --model llama3-70b --mesh dp=4,pp=4,tp=4 --training --global-batch
   256 --micro-batch 1`` on dgx-h100 (target: ≤ 15 s, no stage more than one layer's time
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import resource
 import subprocess
 import sys
 import time
@@ -78,11 +80,14 @@ def run_job(job: Job, out_dir: Path) -> dict[str, object]:
     plan_dir = out_dir / "pipeline_plans" / job.name
     command = [str(Path(sys.executable).with_name("autoshard")), "plan", *job.args, "--out",
                str(plan_dir), "--force", "--quiet"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     row: dict[str, object] = {"job": job.name, "args": " ".join(job.args), "wall_s": wall,
-                              "limit_s": job.limit_s, "exit": done.returncode}
+                              "cpu_s": cpu, "limit_s": job.limit_s, "exit": done.returncode}
     if done.returncode != 0:
         row["error"] = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
         return row
