@@ -135,6 +135,7 @@ def _pipeline_lines(pipeline: Any) -> list[str]:
              f"{pipeline['stages']} stages{chunks}, {pipeline['micro_batches']} micro-batches, "
              f"bubble {pipeline['bubble_fraction']:.1%}, p2p "
              f"{format_seconds(pipeline['p2p_send_s'])} per transfer",
+             "  " + "  ".join(f"{k}={v}" for k, v in pipeline.get("pp_link", {}).items()),
              f"  {'stage':>5}  {'layers':<18} {'devices':<12} {'memory':>10} {'busy':>11} "
              f"{'sync+opt':>11} {'ends':>11}"]
     for row in pipeline["stage"]:

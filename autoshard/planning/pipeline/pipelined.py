@@ -102,12 +102,12 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
     stage = stage_graph(per_stage) if stage_graph is not None and per_stage < layers \
         else forward
     train = training_step_graph(stage, optimizer, recompute)
-    intra = plan(train, inner, topology=topo, links=_inner_links(links), memory_limit=limit,
-                 reserve=reserve, micro_batches=micro_batches, model_name=model_name,
-                 **plan_options)
+    full_links = MeshLinks.build(mesh, topo, dict(links or {}))
+    intra = plan(train, inner, topology=topo, links=stage_links(full_links, topo, links),
+                 memory_limit=limit, reserve=reserve, micro_batches=micro_batches,
+                 model_name=model_name, **plan_options)
     stage_costs = layer_costs(train, intra)
     costs = _model_costs(stage_costs, layers)
-    full_links = MeshLinks.build(mesh, topo, dict(links or {}))
     send_s = float(collective_seconds(CollectiveKind.COLLECTIVE_PERMUTE, costs.boundary_bytes,
                                       full_links.group((PP_AXIS,))))
     static = sum(part.static_bytes for part in (stage_costs.pre, *stage_costs.layers,
@@ -134,8 +134,22 @@ def _check_layers(forward: OpGraph, p: int) -> int:
     return layers
 
 
-def _inner_links(links: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {axis: spec for axis, spec in (links or {}).items() if axis != PP_AXIS}
+def stage_links(full: MeshLinks, topology: Topology,
+                links: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Link overrides for the stage mesh so that each axis is priced on the links it spans in
+    the whole mesh: without ``pp`` an outer axis's stride shrinks (``dp`` of
+    ``dp=4,pp=4,tp=4`` spans 64 devices, of ``dp=4,tp=4`` 16), so an axis whose whole-mesh
+    group is one link gets that link; a multi-level one keeps the stage mesh's levels."""
+    _, inner = split_mesh(full.mesh)
+    natural = MeshLinks.build(inner, topology, {})
+    out = {axis: spec for axis, spec in (links or {}).items() if axis != PP_AXIS}
+    for name in inner.axis_names:
+        if name in out or name not in full.mesh.axis_names:
+            continue
+        levels = full.axis(name).levels
+        if len(levels) == 1 and natural.axis(name).levels != levels:
+            out[name] = levels[0][1]
+    return out
 
 
 def _model_costs(stage: LayerCosts, layers: int) -> LayerCosts:
@@ -155,6 +169,7 @@ def _pipelined_plan(forward: OpGraph, mesh: Mesh, topo: Topology, links: MeshLin
                     stage_layers: int) -> Plan:
     step_s = choice.timeline.step_s
     record = pipeline_record(mesh, choice, setting, intra, stage_layers)
+    record["pp_link"] = next(row for row in links.describe() if row.get("axis") == PP_AXIS)
     params = [t for t in forward.tensors.values() if t.role is TensorRole.PARAM]
     dtype = params[0].dtype.value if params else "f32"
     rate = throughput(forward, step_s=step_s, devices=mesh.size,
@@ -164,7 +179,6 @@ def _pipelined_plan(forward: OpGraph, mesh: Mesh, topo: Topology, links: MeshLin
                 "pp": setting.stages}
     return dataclasses.replace(
         intra, mesh=tuple(zip(mesh.axis_names, mesh.axis_sizes, strict=True)),
-        links=tuple(links.describe()),
         objective=pipeline_objective(intra, choice, setting, stage_layers),
         peak_bytes_per_device=max(choice.stage_bytes) + reserve,
         memory_breakdown=_breakdown(choice, setting, reserve),
