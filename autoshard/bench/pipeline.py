@@ -40,6 +40,7 @@ from autoshard.provenance import header_lines
 
 logger = logging.getLogger(__name__)
 
+JOB_TIMEOUT_S = 1800.0  # a job still planning after this is recorded as a timeout
 RECIPE = ("NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/recipes/llama/llama3_70b.py "
           "@3594df948093cdb3c5ef4846e5d95f8c4a8584eb")
 
@@ -82,7 +83,12 @@ def run_job(job: Job, out_dir: Path) -> dict[str, object]:
                str(plan_dir), "--force", "--quiet"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False,
+                              timeout=JOB_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"job": job.name, "args": " ".join(job.args), "wall_s": JOB_TIMEOUT_S,
+                "limit_s": job.limit_s, "exit": "timeout"}
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
