@@ -49,3 +49,27 @@ def test_pp_without_training_is_refused() -> None:
     result = run("plan", "--model", "gpt2", "--layers", "2", "--mesh", "pp=2")
     assert result.exit_code == 2
     assert "add --training" in result.output
+
+
+def test_export_gives_split_points_and_schedule_class(tmp_path) -> None:
+    """The DTensor script's split spec starts each chunk where plan.json says it starts, and
+    its schedule class is torch's for that schedule; JSON keeps the record, JAX states it."""
+    out = tmp_path / "plan"
+    planned = run("plan", *SMALL, "--mesh", "dp=2,pp=2,tp=2", "--global-batch", "32",
+                  "--micro-batch", "2", "--schedule", "interleaved", "--out", str(out), "-q")
+    assert planned.exit_code == 0, planned.output
+    record = json.loads((out / "plan.json").read_text())["pipeline"]
+    script = tmp_path / "dtensor.py"
+    result = run("export", str(out / "plan.json"), "--format", "dtensor", "--out", str(script))
+    assert result.exit_code == 0, result.output
+    pipelining = pytest.importorskip("torch.distributed.pipelining")
+    namespace: dict = {}
+    exec(compile(script.read_text(), str(script), "exec"), namespace)
+    starts = [chunk[0] for row in record["stage"] for chunk in row["layers"]]
+    assert namespace["PIPELINE_SPLIT_POINTS"] == [f"layers.{s}" for s in sorted(starts)[1:]]
+    assert namespace["PIPELINE_SCHEDULE"] == "ScheduleInterleaved1F1B"
+    assert namespace["pipeline_schedule_class"]() is pipelining.ScheduleInterleaved1F1B
+    exported = json.loads(run("export", str(out / "plan.json")).output)
+    assert exported["pipeline"] == record
+    jax = run("export", str(out / "plan.json"), "--format", "jax").output
+    assert "#   stage 1: layers" in jax
