@@ -30,9 +30,9 @@ RECOMPUTE_PREFIX = "recompute/"
 _LAYER = re.compile(r"^(layers\.\d+)\.")
 
 CHEAP_KINDS = frozenset({
-    "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "gelu", "silu", "relu", "sigmoid",
-    "cast", "scale", "where", "layer_norm", "rms_norm", "rotary", "reshape", "transpose",
-    "concat", "split", "slice", "softmax", "log_softmax",
+    "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "gelu", "gelu_erf", "silu", "relu",
+    "sigmoid", "cast", "scale", "where", "layer_norm", "rms_norm", "rotary", "reshape",
+    "transpose", "concat", "split", "slice", "softmax", "log_softmax",
 })
 """Kinds ``selective`` recomputes: O(1) FLOPs per element (no einsum, no attention)."""
 

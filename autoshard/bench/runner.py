@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib
 from pathlib import Path
+from types import ModuleType
 
 from autoshard.errors import UsageError
 
@@ -24,12 +25,21 @@ BENCHMARKS = {
 }
 
 
-def run_benchmark(name: str, out_dir: Path, *, quick: bool = False) -> list[Path]:
+def benchmark_module(name: str) -> ModuleType:
+    """The module that owns benchmark ``name`` (its docstring is the benchmark's help).
+
+    Raises:
+        UsageError: no such benchmark (naming the choices and the closest ones).
+    """
     if name not in BENCHMARKS:
         close = difflib.get_close_matches(name, sorted(BENCHMARKS), n=2)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         choices = ", ".join(sorted(BENCHMARKS))
         raise UsageError(f'unknown benchmark "{name}" (choose one of {choices}){hint}')
-    module = importlib.import_module(BENCHMARKS[name])
+    return importlib.import_module(BENCHMARKS[name])
+
+
+def run_benchmark(name: str, out_dir: Path, *, quick: bool = False) -> list[Path]:
+    module = benchmark_module(name)
     out_dir.mkdir(parents=True, exist_ok=True)
     return list(module.run(out_dir, quick=quick))

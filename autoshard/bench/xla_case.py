@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from autoshard.bench import jax_models as models
-from autoshard.bench.hlo_collectives import KINDS, count_collectives
 from autoshard.errors import InfeasibleError
+from autoshard.export.hlo_collectives import KINDS, count_collectives
 from autoshard.planning.planner import plan as make_plan
 from autoshard.sharding.mesh import Mesh
 
@@ -191,7 +191,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
             "sharded_params": sharded_params,
             "params": sum(1 for t in plan.tensors.values() if t.role == "param"),
             "memory_limit": limit, "peak_bytes": plan.peak_bytes_per_device,
-            "optimal": plan.objective.optimal}
+            "optimal": plan.objective.optimal, "gap": plan.objective.gap,
+            "status": plan.objective.status}
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ collective kind × mesh axes: predicted count (``predicted``: every collective o
 reshard; ``predicted_cpu``: each tensor's reshard between two layouts once, reduce-scatter as
 the all-reduce XLA's CPU partitioner writes), XLA's count (after partitioning, and in the
 final compiled module), whether they match, and the sharded-vs-one-device max relative error.
-Differences are explained in results/README.md.
+Each case also records whether its plan is proven optimal (``status``, ``gap``): a squeezed plan
+that stops at the time limit is the solver's best so far, which depends on how fast the machine
+is, so such cases can differ from run to run. Column ``difference`` names why a row's counts
+differ (:func:`difference`); results/README.md explains each name.
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ def rows_of(case: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]
               "memory_limit_bytes": answer["memory_limit"],
               "sharded_params": f"{answer['sharded_params']}/{answer['params']}",
               "max_rel_err": answer["max_rel_err"], "plan_s": round(answer["plan_s"], 3),
-              "compile_s": round(answer["compile_s"], 3)}
+              "compile_s": round(answer["compile_s"], 3), "status": answer["status"],
+              "gap": answer["gap"]}
     rows = []
     for kind, axes in keys or [("none", "")]:
         ours = tables["predicted"].get((kind, axes), 0)
@@ -92,8 +96,41 @@ def rows_of(case: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]
         rows.append({**common, "collective": kind, "axes": axes, "predicted": ours,
                      "predicted_cpu": cpu, "xla": xla,
                      "xla_final": tables["xla_final"].get((kind, axes), 0),
-                     "match": ours == xla, "match_cpu": cpu == xla})
+                     "match": ours == xla, "match_cpu": cpu == xla,
+                     "difference": difference(kind, axes, ours, cpu, xla)})
     return rows
+
+
+def difference(kind: str, axes: str, predicted: int, predicted_cpu: int, xla: int) -> str:
+    """Why a row's counts differ, from the counts alone (empty when they match):
+
+    * ``cpu-reduce-scatter``: the plan's reduce-scatters, which XLA's CPU partitioner writes as
+      all-reduce + dynamic-slice (no reduce-scatter is ever inserted on CPU);
+    * ``per-consumer``: equal once each tensor's reshard between two layouts counts once and
+      reduce-scatters count as all-reduces (``predicted_cpu``); the plan lists a reshard per
+      consumer, XLA shares one;
+    * ``sub-axis``: device groups that are no product of mesh axes, which XLA uses for tensors
+      the plan keeps in a sub-axis layout (no PartitionSpec, so left unconstrained);
+    * ``xla-permute``: collective-permutes, which the plan never prices for these meshes: XLA
+      moves blocks after its all-reduce + slice, or between layouts it chose itself;
+    * ``xla-path``: the rest: XLA's partitioner implements the layout changes (and reduces the
+      Partial values, which cannot be constrained) with other collectives than the plan's path.
+
+    Example:
+        >>> difference("reduce-scatter", "tp", 3, 0, 0), difference("all-gather", "x", 9, 8, 8)
+        ('cpu-reduce-scatter', 'per-consumer')
+    """
+    if predicted == xla:
+        return ""
+    if kind == "reduce-scatter" and xla == 0:
+        return "cpu-reduce-scatter"
+    if predicted_cpu == xla:
+        return "per-consumer"
+    if axes == "?":
+        return "sub-axis"
+    if kind == "collective-permute" and predicted_cpu == 0:
+        return "xla-permute"
+    return "xla-path"
 
 
 def run(out_dir: Path, quick: bool = False) -> list[Path]:

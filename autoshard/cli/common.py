@@ -133,6 +133,22 @@ def training_options(what: str) -> Decorator:
     )
 
 
+def plan_step_options() -> Decorator:
+    """``--training/--inference --optimizer --recompute`` for commands that read a saved plan
+    (export, verify): what the plan is of is read off the plan; given, an option must agree
+    with it (a check, one line naming what the plan was made with otherwise)."""
+    return _stack(
+        click.option("--training/--inference", default=None,
+                     help="The plan is of a training step or of inference (default: read off "
+                          "the plan; given, it must agree)."),
+        click.option("--optimizer", type=click.Choice(["adamw", "sgd"]), default=None,
+                     help="The training step's optimizer (default: read off the plan)."),
+        click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
+                     default=None,
+                     help="The training step's recomputation (default: read off the plan)."),
+    )
+
+
 def parse_links(specs: tuple[str, ...]) -> dict[str, str]:
     links: dict[str, str] = {}
     for spec in specs:

@@ -3,7 +3,9 @@
 Reads the plan, rebuilds the links it was priced with (its topology, or ``--topology`` and
 ``--link``), re-lowers every explicit reshard and refuses when the plan's priced collectives
 differ from the lowered ones. With ``--model`` (and the plan command's shape options) it also
-rebuilds the graph and refuses a plan whose fingerprint is not that graph's on that mesh.
+rebuilds the graph and refuses a plan whose fingerprint is not that graph's on that mesh; a
+training plan's step (optimizer, recomputation) is read off the plan, as ``verify`` does, and
+``--training``/``--inference``/``--optimizer``/``--recompute`` are checks when given.
 Prints to stdout, or writes ``--out FILE`` (never over an existing file without ``--force``).
 """
 
@@ -14,16 +16,15 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import friendly_errors, parse_links, shape_options, training_options
+from autoshard.cli.common import friendly_errors, parse_links, plan_step_options, shape_options
 from autoshard.errors import OutputExistsError, UsageError
 from autoshard.export.lowering import lower_plan_reshards
 from autoshard.export.pipeline_view import stage_overrides, stage_plan, with_pipeline
 from autoshard.export.plan_export import PlanFormat, export_plan
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
 from autoshard.planning.model_source import load_model
-from autoshard.planning.planner import training_step_graph
 from autoshard.planning.record import Plan
-from graphs import TensorRole
+from autoshard.verify.verification import planned_graph
 
 SHAPE_OPTIONS = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
 
@@ -44,7 +45,7 @@ SHAPE_OPTIONS = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype")
               help="The topology the plan was made with (default: the one it names).")
 @click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
               help="A link override the plan was made with (repeatable).")
-@training_options("With --model: the plan is of")
+@plan_step_options()
 @shape_options()
 @friendly_errors
 def export_command(**options: Any) -> None:
@@ -65,10 +66,11 @@ def _export(**options: Any) -> None:
 
 def export_text(*, plan_path: Path, fmt: str, out_file: Path | None, force: bool,
                 model: str | None, topology: str | None, link_specs: tuple[str, ...],
-                training: bool, optimizer: str, recompute: str, **shape: Any) -> str:
+                training: bool | None, optimizer: str | None, recompute: str | None,
+                **shape: Any) -> str:
     """Everything `export_command` does except writing; returns the exported text."""
-    if out_file is not None and out_file.exists() and not force:
-        raise OutputExistsError(str(out_file.parent), (out_file.name,))
+    if out_file is not None:
+        check_out_file(out_file, force)
     whole = Plan.load(plan_path)
     overrides: dict[str, Any] = dict(parse_links(link_specs))
     plan = stage_plan(whole) or whole
@@ -85,17 +87,36 @@ def export_text(*, plan_path: Path, fmt: str, out_file: Path | None, force: bool
     return text if plan is whole else with_pipeline(text, whole, fmt)
 
 
-def _check_model(plan: Any, mesh: Any, topo: Any, links: Any, model: str | None,
-                 training: bool, optimizer: str, recompute: str, shape: dict[str, Any]) -> None:
+def check_out_file(out_file: Path, force: bool) -> None:
+    """``--out FILE`` can be written: not a directory, no file where a parent directory goes,
+    and not an existing file without ``--force``."""
+    if out_file.is_dir():
+        raise UsageError(f'--out "{out_file}" is a directory; pass a file name')
+    for path in out_file.parents:
+        if path.exists():
+            if not path.is_dir():
+                raise UsageError(f'--out "{out_file}": "{path}" is a file, not a directory')
+            break
+    if out_file.exists() and not force:
+        raise OutputExistsError(str(out_file.parent), (out_file.name,))
 
+
+def _check_model(plan: Any, mesh: Any, topo: Any, links: Any, model: str | None,
+                 training: bool | None, optimizer: str | None, recompute: str | None,
+                 shape: dict[str, Any]) -> None:
+    """With ``--model``: the plan's graph (its training step read off the plan, as ``verify``
+    does) must have the plan's fingerprint."""
     given = sorted(k for k in SHAPE_OPTIONS if shape.get(k) is not None)
+    steps = {"training": training is not None, "optimizer": optimizer is not None,
+             "recompute": recompute is not None}
     if model is None:
-        if given or training:
-            names = ", ".join(f"--{k}" for k in [*given, *(["training"] if training else [])])
+        named = [*given, *(k for k, v in steps.items() if v)]
+        if named:
+            names = ", ".join(f"--{k}" for k in named)
             raise UsageError(f"{names} describe the model to check the plan against; "
                              "pass --model too")
         return
     graph = load_model(model, {k: shape.get(k) for k in SHAPE_OPTIONS})
-    if training and not any(t.role is TensorRole.GRAD for t in graph.tensors.values()):
-        graph = training_step_graph(graph, optimizer, recompute)
-    check_fingerprint(plan, graph, mesh, topo, links)
+    full = planned_graph(plan, graph, training=training, optimizer=optimizer,
+                         recompute=recompute)
+    check_fingerprint(plan, full, mesh, topo, links)

@@ -39,10 +39,23 @@ OUTPUT_FILES = ("plan.json", "costs.csv", "reshards.csv")
 
 
 def check_out_dir(out_dir: Path | None, force: bool) -> None:
-    if out_dir is None or force:
+    """Everything that would stop ``--out`` from being written, found before any solving: a
+    file where the directory (or one of its parents) should be, an output name taken by a
+    directory, or existing outputs without ``--force``."""
+    if out_dir is None:
         return
+    for path in (out_dir, *out_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise UsageError(f'--out "{out_dir}": "{path}" is a file, not a directory; '
+                                 "pass a directory for plan.json, costs.csv and reshards.csv")
+            break
+    taken = [name for name in OUTPUT_FILES if (out_dir / name).is_dir()]
+    if taken:
+        raise UsageError(f'--out "{out_dir}": {", ".join(taken)} is a directory there; '
+                         "pass another --out")
     existing = [name for name in OUTPUT_FILES if (out_dir / name).exists()]
-    if existing:
+    if existing and not force:
         raise OutputExistsError(str(out_dir), tuple(existing))
 
 

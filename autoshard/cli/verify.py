@@ -2,7 +2,9 @@
 
 Rebuilds the graph from ``--model`` and the plan command's shape options and refuses a plan
 whose fingerprint is not that graph's on the plan's mesh and links (a plan is verified
-against the model it was made for). Checks that every reshard's priced collectives are the
+against the model it was made for); a training plan's step is read off the plan, and
+``--training``/``--inference``/``--optimizer``/``--recompute`` (as ``export`` takes them) are
+checks when given. Checks that every reshard's priced collectives are the
 path the reshard search finds with those links (as ``export`` does), emulates the plan
 scaled down (:mod:`autoshard.verify.verification`) and prints the verdict, the max abs/rel error
 and the scaled dims. ``--write`` stores them in the plan file under ``verification`` (the only
@@ -18,7 +20,7 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import friendly_errors, parse_links, shape_options
+from autoshard.cli.common import friendly_errors, parse_links, plan_step_options, shape_options
 from autoshard.export.lowering import ReshardMismatchError, lower_plan_reshards
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
 from autoshard.planning.model_source import load_model
@@ -43,6 +45,7 @@ FAILED_EXIT = 1
               help="The topology the plan was made with (default: the one it names).")
 @click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
               help="A link override the plan was made with (repeatable).")
+@plan_step_options()
 @shape_options()
 @click.option("--json", "as_json", is_flag=True, help="Print the verification record as JSON.")
 @friendly_errors
@@ -53,11 +56,13 @@ def verify_command(**options: Any) -> None:
 
 def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write: bool,
                topology: str | None, link_specs: tuple[str, ...], as_json: bool,
-               **shape: Any) -> None:
+               training: bool | None = None, optimizer: str | None = None,
+               recompute: str | None = None, **shape: Any) -> None:
     """Everything ``autoshard verify`` does; exits 1 when the plan fails."""
     plan = Plan.load(plan_path)
     graph = load_model(model, {k: shape.get(k) for k in SHAPE_OPTIONS})
-    full = planned_graph(plan, graph)  # a training plan's step: read off the plan
+    full = planned_graph(plan, graph, training=training, optimizer=optimizer,
+                         recompute=recompute)  # a training plan's step: read off the plan
     mesh = plan_shardings(plan).mesh
     topo, links = plan_links(plan, mesh, topology, parse_links(link_specs))
     check_fingerprint(plan, full, mesh, topo, links)

@@ -9,7 +9,9 @@ tensor, dim and axis; `check_exportable` adds the non-divisible-shape rules per 
 Per plan: `plan_shardings` reads a saved plan back, `lower_plan_reshards` lowers every explicit
 reshard to named collectives (refusing a plan whose priced collectives differ), and
 `export_plan` writes the whole plan in one format (``autoshard export``), including runnable
-DTensor and JAX scripts (`autoshard.export.snippets`).
+DTensor and JAX scripts that run every priced step as exactly one collective and count what
+runs (`autoshard.export.dtensor_script`, `autoshard.export.jax_script`, with their runtimes
+`autoshard.export.dtensor_runtime` and `autoshard.export.jax_runtime`).
 torch and jax are imported only inside the functions that return their objects.
 """
 

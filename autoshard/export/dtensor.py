@@ -15,11 +15,14 @@ dp comes first in the mesh but is minor, so it gets ``_StridedShard(0, split_fac
 from __future__ import annotations
 
 import logging
-import math
-from dataclasses import dataclass
 from typing import Any
 
+from autoshard.sharding.frameworks import DTensorPlacement, dtensor_placements
+
 logger = logging.getLogger(__name__)
+
+__all__ = ["DTENSOR_IMPORTS", "DTensorPlacement", "dtensor_mesh_source", "dtensor_placements",
+           "to_dtensor", "to_dtensor_source"]
 
 DTENSOR_IMPORTS = (
     "import torch\n"
@@ -27,74 +30,6 @@ DTENSOR_IMPORTS = (
     "from torch.distributed.tensor import Partial, Replicate, Shard\n"
     "from torch.distributed.tensor.placement_types import _StridedShard\n"
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DTensorPlacement:
-    """One DTensor placement, independent of torch: kind is ``Replicate``, ``Shard``,
-    ``_StridedShard`` or ``Partial``."""
-
-    kind: str
-    dim: int | None = None
-    split_factor: int = 1
-    reduce_op: str = "sum"
-
-    def source(self) -> str:
-        if self.kind == "Replicate":
-            return "Replicate()"
-        if self.kind == "Shard":
-            return f"Shard({self.dim})"
-        if self.kind == "_StridedShard":
-            return f"_StridedShard({self.dim}, split_factor={self.split_factor})"
-        return f'Partial("{self.reduce_op}")'
-
-    def to_torch(self) -> Any:
-        from torch.distributed.tensor import Partial, Replicate, Shard
-        from torch.distributed.tensor.placement_types import _StridedShard
-
-        if self.kind == "Replicate":
-            return Replicate()
-        if self.kind == "Shard":
-            return Shard(self.dim)
-        if self.kind == "_StridedShard":
-            return _StridedShard(self.dim, split_factor=self.split_factor)
-        return Partial(self.reduce_op)
-
-
-def dtensor_placements(ts: Any) -> tuple[DTensorPlacement, ...]:
-    """One placement per mesh axis, with shard order encoded as `_StridedShard`."""
-    if any(type(p).__name__ == "StridedShard" for p in ts.placements):
-        return tuple(_verbatim(p) for p in ts.placements)
-    names = tuple(ts.mesh.axis_names)
-    sizes = dict(zip(names, ts.mesh.axis_sizes, strict=True))
-    dim_of = {axis: dim for dim, axes in enumerate(ts.dim_axes) for axis in axes}
-    out = []
-    for index, (name, placement) in enumerate(zip(names, ts.placements, strict=True)):
-        if name not in dim_of:
-            out.append(_verbatim(placement))
-            continue
-        dim = dim_of[name]
-        order = list(ts.dim_axes[dim])
-        earlier = order[: order.index(name)]
-        split = math.prod(sizes[a] for a in earlier if names.index(a) > index)
-        kind = "_StridedShard" if split > 1 else "Shard"
-        out.append(DTensorPlacement(kind=kind, dim=dim, split_factor=split))
-    return tuple(out)
-
-
-def _verbatim(placement: Any) -> DTensorPlacement:
-    kind = type(placement).__name__
-    if kind == "Replicate":
-        return DTensorPlacement(kind="Replicate")
-    if kind == "Shard":
-        return DTensorPlacement(kind="Shard", dim=int(placement.dim))
-    if kind == "StridedShard":
-        split = int(placement.split_factor)
-        return DTensorPlacement(kind="_StridedShard", dim=int(placement.dim), split_factor=split)
-    if kind == "Partial":
-        op = placement.reduce_op
-        return DTensorPlacement(kind="Partial", reduce_op=str(getattr(op, "value", op)))
-    raise TypeError(f"unknown placement {placement!r}")
 
 
 def to_dtensor_source(ts: Any) -> str:

@@ -63,11 +63,24 @@ class ReshardMismatchError(ExportError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoweredCollective:
-    """One emitted collective: our kind, its mesh axes, and the Shardy op text."""
+    """One emitted collective: our kind, its mesh axes (major → minor where they shard a
+    dim), the Shardy op text, and what a runtime needs to execute it on local blocks: the dim
+    gathered or sent from (``src_dim``), the dim sliced or scattered into (``dst_dim``) and the
+    reduction (``reduce_op``), as in :class:`autoshard.reshard.find.Collective`."""
 
     kind: str
     axes: tuple[str, ...]
     shardy: str
+    src_dim: int | None = None
+    dst_dim: int | None = None
+    reduce_op: str | None = None
+
+    @property
+    def step(self) -> tuple[str, tuple[str, ...], int | None, int | None, str | None]:
+        """``(kind, axes, src_dim, dst_dim, reduce_op)``: a step as the exported scripts'
+        runtimes (:mod:`autoshard.export.jax_runtime`, :mod:`autoshard.export.dtensor_runtime`)
+        take it."""
+        return (self.kind, self.axes, self.src_dim, self.dst_dim, self.reduce_op)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,6 +183,9 @@ def lower_reshard(reshard: Any) -> tuple[LoweredCollective, ...]:
             kind=step.collective.kind,
             axes=tuple(step.collective.axes),
             shardy=shardy_op(step.collective, step.after),
+            src_dim=step.collective.src_dim,
+            dst_dim=step.collective.dst_dim,
+            reduce_op=step.collective.reduce_op,
         )
         for step in reshard.steps
     )

@@ -12,7 +12,9 @@ Formats (``autoshard export --format``):
   message}}``; ``notes {name: [...]}`` where an accepted export is not exactly the plan's
   layout, e.g. XLA's single ceil tiling of an uneven dim), and ``reshards [{tensor, producer,
   consumer, src, dst, collectives [{kind, axes, shardy}]}]``.
-* ``dtensor`` / ``jax``: a runnable Python script (`autoshard.export.snippets`).
+* ``dtensor`` / ``jax``: a runnable Python script that applies every reshard as exactly its
+  priced collectives and checks so when run (`autoshard.export.dtensor_script`,
+  `autoshard.export.jax_script`).
 
 Text formats refuse the whole export when one tensor cannot be written (the message names it)
 and write ``# note:`` lines above a tensor whose export is inexact; ``json`` records refusals
@@ -28,13 +30,14 @@ from typing import Any
 
 from autoshard.export.check import check_exportable
 from autoshard.export.dtensor import dtensor_mesh_source, to_dtensor_source
+from autoshard.export.dtensor_script import dtensor_script
 from autoshard.export.errors import ExportError
 from autoshard.export.hlo import to_hlo_sharding
+from autoshard.export.jax_script import jax_script
 from autoshard.export.jax_spec import jax_mesh_source, partition_spec_entries
 from autoshard.export.lowering import LoweredReshard, sharding_text
 from autoshard.export.plan_view import PlanShardings
 from autoshard.export.shardy import shardy_mesh, to_shardy
-from autoshard.export.snippets import dtensor_script, jax_script
 
 logger = logging.getLogger(__name__)
 

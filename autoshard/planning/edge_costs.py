@@ -63,6 +63,7 @@ def next_step_edges(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strate
     The edge's (tensor, output, input) names the updated tensor and the step's output index;
     the input index is -1 (the target is the source op's stored output)."""
     index = {op.name: i for i, op in enumerate(ops)}
+    cache: dict[tuple[Any, ...], np.ndarray] = {}
     edges: list[Edge] = []
     for u, op in enumerate(ops):
         for j, k in enumerate(get_op(op.kind).updates[: len(op.outputs)]):
@@ -71,10 +72,14 @@ def next_step_edges(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strate
                 continue
             v = index[source.name]
             tensor = graph.tensors[op.outputs[j]]
-            srcs = tuple(s.outputs[j] for s in strategies[u])
-            dsts = tuple(s.outputs[0] for s in strategies[v])
-            matrix = reshard_cost_matrix(srcs, dsts, tensor.shape, tensor.dtype.itemsize,
-                                         links, hbm_bw)
-            matrix.setflags(write=False)
+            key = (structure_key(graph, op), j, structure_key(graph, source))
+            matrix = cache.get(key)
+            if matrix is None:
+                srcs = tuple(s.outputs[j] for s in strategies[u])
+                dsts = tuple(s.outputs[0] for s in strategies[v])
+                matrix = reshard_cost_matrix(srcs, dsts, tensor.shape, tensor.dtype.itemsize,
+                                             links, hbm_bw)
+                matrix.setflags(write=False)  # shared by every layer's copy of this update
+                cache[key] = matrix
             edges.append((u, v, matrix, (tensor.name, j, -1)))
     return edges

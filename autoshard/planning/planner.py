@@ -46,6 +46,7 @@ from autoshard.planning.node_costs import NodeTerms, node_terms, op_strategies, 
 from autoshard.planning.output_fix import output_fix
 from autoshard.planning.pin_masks import Restriction
 from autoshard.planning.pins import Pins
+from autoshard.planning.progress import status
 from autoshard.planning.record import Objective, Plan, TensorRecord
 from autoshard.planning.step import Overlap, StepOptions
 from autoshard.planning.step_problem import step_problem, step_seconds
@@ -154,6 +155,7 @@ def plan(
     """
     _check_reserve(reserve, memory_limit, topology)
     check_gap(gap)
+    check_time_limit(time_limit)
     if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) \
             or micro_batches < 1:
         raise UsageError(f"micro_batches must be a positive integer, got {micro_batches!r}")
@@ -208,6 +210,14 @@ def check_gap(gap: float) -> None:
                          f"pass --gap as a fraction, e.g. 1e-3 for 0.1 %")
 
 
+def check_time_limit(time_limit: float | None) -> None:
+    """A time limit of zero or less leaves the solver no time to find a plan, let alone to
+    bound one: refused, rather than returning an unproven plan with an infinite gap."""
+    if time_limit is not None and not time_limit > 0:
+        raise UsageError(f"the time limit {time_limit!r} s is not positive; pass --time-limit "
+                         "as seconds greater than 0, or omit it to solve without a limit")
+
+
 def training_step_graph(graph: OpGraph, optimizer: str, recompute: str) -> OpGraph:
     """``graph`` with its backward and optimizer steps; bad choices become UsageError."""
     if recompute not in RECOMPUTE_CHOICES:
@@ -239,8 +249,10 @@ class _Planner:
         if limit is None:
             limit = float(self.topology.device.hbm_bytes)
         t2 = time.perf_counter()
+        label = f"solving ({len(self.ops)} ops, {sum(len(s) for s in self.strategies)} options)"
         try:
-            solution = self._solve(self.problem, limit)
+            with status(label, self.options.progress):
+                solution = self._solve(self.problem, limit)
         except solver.NoFiniteOptionError as exc:
             if not self.masks:
                 raise
@@ -269,8 +281,9 @@ class _Planner:
         nodes = [node_terms(self.graph, op, strats, self.mesh, self.topology, self.links)
                  for op, strats in self._progress(
                      list(zip(self.ops, self.strategies, strict=True)), "price ops")]
-        edges = edge_matrices(self.graph, self.ops, self.strategies, self.links,
-                                 self.hbm_bw)
+        with status("pricing reshards", self.options.progress):
+            edges = edge_matrices(self.graph, self.ops, self.strategies, self.links,
+                                  self.hbm_bw)
         loops = next_step_edges(self.graph, self.ops, self.strategies, self.links,
                                    self.hbm_bw)
         pins = self.options.pins
@@ -370,11 +383,13 @@ class _Planner:
         peak = self.memory.peak(solution.choices) + self.options.reserve
         breakdown = self.memory.breakdown(solution.choices)
         breakdown["reserve"] = self.options.reserve
+        # by difference, so a plan with nothing overlapped says 0 exactly, not rounding noise
+        hidden = max(compute + comm - total, 0.0) if any(r.overlap for r in reshards) else 0.0
         objective = Objective(
             total_s=total, compute_s=compute, comm_s=comm,
             lower_bound_s=float(min(solution.bound, total)), optimal=bool(solution.optimal),
             gap=float(solution.gap), status=str(solution.status.name).lower(),
-            solve_s=self.timings.get("solve_s", 0.0), hidden_s=max(compute + comm - total, 0.0),
+            solve_s=self.timings.get("solve_s", 0.0), hidden_s=hidden,
             micro_batches=m)
         return Plan(
             model=self.options.model_name or self.graph.name,

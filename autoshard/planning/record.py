@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from autoshard.errors import PlanFileError
+from autoshard.errors import PlacementError, PlanFileError
+from autoshard.sharding.frameworks import dtensor_placements, jax_partition_spec
+from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.placements import parse_placement
+from autoshard.sharding.tensor_sharding import TensorSharding
 
 PLAN_FORMAT = "autoshard.plan/v1"
 
@@ -55,12 +59,60 @@ class ReshardRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TensorRecord:
+    """One tensor of a plan: shape, dtype, role and its sharding, as stored in ``plan.json``:
+    ``placements`` (DTensor's short forms, one per mesh axis), ``partition_spec`` (per dim the
+    mesh axes sharding it, major → minor, as plain strings and tuples; None for a layout no
+    PartitionSpec states) and ``sdy``.
+
+    The objects a framework takes come from the methods: :meth:`jax_partition_spec` (a
+    ``jax.sharding.PartitionSpec`` for ``NamedSharding``), :meth:`dtensor_placements` (DTensor
+    placements for ``distribute_tensor``) and :meth:`sharding` (autoshard's own
+    TensorSharding). They need the plan's mesh, which the :class:`Plan` holding the record
+    sets (``mesh``; not part of ``plan.json``).
+    """
+
     shape: tuple[int, ...]
     dtype: str
     role: str
     placements: tuple[str, ...]
     partition_spec: tuple[Any, ...] | None
     sdy: str | None
+    mesh: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+    def sharding(self) -> TensorSharding:
+        """The TensorSharding on the plan's mesh (axis order on a dim from
+        ``partition_spec``).
+
+        Raises:
+            PlacementError: the record belongs to no plan (no mesh) or does not parse.
+        """
+        if not self.mesh:
+            raise PlacementError("this tensor record belongs to no plan, so it has no mesh; "
+                                 "read it from Plan.tensors")
+        mesh = Mesh(axes=self.mesh)
+        ndim = len(self.shape)
+        placements = tuple(parse_placement(p) for p in self.placements)
+        plain = TensorSharding(mesh, placements, ndim)
+        if self.partition_spec is None or plain.is_view_strided:
+            return plain
+        ordered = TensorSharding.from_partition_spec(mesh, tuple(self.partition_spec), ndim)
+        return TensorSharding(mesh, placements, ndim, ordered.shard_order)
+
+    def jax_partition_spec(self) -> Any:
+        """The ``jax.sharding.PartitionSpec`` (needs jax), e.g. ``P(None, ('dp', 'tp'))``;
+        a pending sum is ``unreduced={...}`` (JAX takes that with Explicit mesh axes only).
+
+        Raises:
+            PlacementError: a strided view layout or a pending max/min/avg (no PartitionSpec
+                says those).
+        """
+        return jax_partition_spec(self.sharding())
+
+    def dtensor_placements(self) -> tuple[Any, ...]:
+        """The DTensor placements, one per mesh axis (needs torch), e.g.
+        ``(Replicate(), Shard(dim=1))``; an axis order against mesh order is written with
+        ``_StridedShard``."""
+        return tuple(p.to_torch() for p in dtensor_placements(self.sharding()))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,6 +169,13 @@ class Plan:
     pins: Mapping[str, Any] | None = None
     throughput: Mapping[str, Any] | None = None
     pipeline: Mapping[str, Any] | None = None  # stages, schedule, timeline (pipelined plans)
+
+    def __post_init__(self) -> None:
+        """Give every tensor record the plan's mesh (what its framework objects need)."""
+        if any(record.mesh != self.mesh for record in self.tensors.values()):
+            tensors = {name: replace(record, mesh=self.mesh)
+                       for name, record in self.tensors.items()}
+            object.__setattr__(self, "tensors", tensors)
 
     # ---- reports -------------------------------------------------------------------------
     def costs(self) -> pd.DataFrame:

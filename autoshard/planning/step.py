@@ -154,9 +154,15 @@ def edge_roles(graph: OpGraph, ops: list[Op], edges: list[Edge], loops: list[Edg
         _loop_role(ops, edge, mode) for edge in loops)
 
 
+STORED_KINDS = ("param", "state")
+"""Source kinds held across the step (not fed per micro-batch, unlike ``input``)."""
+
+
 def node_counts(ops: list[Op], micro_batches: int) -> tuple[int, ...]:
-    """Runs per step of each op: the optimizer steps once, everything else per micro-batch."""
-    return tuple(1 if phase_of(op) is Phase.OPTIMIZER else micro_batches for op in ops)
+    """Runs per step of each op: the optimizer steps once and parameters and optimizer state
+    are stored once; inputs and everything computed run per micro-batch."""
+    return tuple(1 if phase_of(op) is Phase.OPTIMIZER or op.kind in STORED_KINDS
+                 else micro_batches for op in ops)
 
 
 def _role(graph: OpGraph, ops: list[Op], phases: list[Phase], edge: Edge, m: int,

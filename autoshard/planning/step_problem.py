@@ -36,9 +36,20 @@ def step_problem(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy,
     if options.overlap is Overlap.LAYER:
         return layer_problem(graph, ops, strategies, nodes, edges, loops, roles, links,
                              hbm_bw, m, counts)
-    objective = [(edge[0], edge[1], edge_matrix(edge, role, strategies, nodes, graph, links,
-                                                hbm_bw, m))
-                 for edge, role in zip((*edges, *loops), roles, strict=True)]
+    # identical layers share their reshard matrices and node terms (cached per structure),
+    # so their step matrices are computed once and shared too
+    cache: dict[tuple, np.ndarray] = {}
+    objective = []
+    for edge, role in zip((*edges, *loops), roles, strict=True):
+        u, v, matrix, _ = edge
+        hider = None if role.hider is None else (role.hider == v, id(nodes[role.hider]))
+        key = (id(matrix), role.traffic, role.count, hider)
+        step_matrix = cache.get(key)
+        if step_matrix is None:
+            step_matrix = edge_matrix(edge, role, strategies, nodes, graph, links, hbm_bw, m)
+            step_matrix.setflags(write=False)
+            cache[key] = step_matrix
+        objective.append((u, v, step_matrix))
     costs: list[np.ndarray] = [count * node.cost for node, count in zip(nodes, counts,
                                                                         strict=True)]
     return StepProblem(node_costs=costs, edges=objective, windows=(), node_counts=counts,

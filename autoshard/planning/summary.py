@@ -56,9 +56,7 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
         mfu = "" if rate.get("mfu") is None else f", MFU {rate['mfu']:.1%}"
         lines.append(f"throughput {rate['tokens_per_s_per_device']:,.0f} tokens/s per device "
                      f"({rate['tokens_per_step']:,} tokens per step{mfu})")
-    proof = "proven optimal" if obj.optimal else f"gap {obj.gap:.4%} to the lower bound"
-    lines.append(f"solver     {obj.status}, {proof}; lower bound "
-                 f"{format_seconds(obj.lower_bound_s)}; solve {format_seconds(obj.solve_s)}")
+    lines.append(_solver_line(obj))
     limit = format_bytes(plan.limit_bytes) if plan.limit_bytes else "none"
     lines.append(f"memory     {format_bytes(plan.peak_bytes_per_device)} per device "
                  f"(limit {limit})" + _breakdown(plan.memory_breakdown))
@@ -79,6 +77,18 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
 
 
 BREAKDOWN_ORDER = ("params", "grads", "optimizer", "activations", "inputs", "reserve")
+
+
+def _solver_line(obj: Any) -> str:
+    """The solver's verdict; a solve stopped before any lower bound says so instead of
+    printing an infinite gap."""
+    solve = f"solve {format_seconds(obj.solve_s)}"
+    if not math.isfinite(obj.lower_bound_s) or not math.isfinite(obj.gap):
+        return (f"solver     {obj.status}, no lower bound proven (the gap to the optimum is "
+                f"unknown); {solve}")
+    proof = "proven optimal" if obj.optimal else f"gap {obj.gap:.4%} to the lower bound"
+    return (f"solver     {obj.status}, {proof}; lower bound {format_seconds(obj.lower_bound_s)}; "
+            f"{solve}")
 
 
 def _breakdown(breakdown: Any) -> str:

@@ -106,24 +106,59 @@ def plot_step_time(table: pd.DataFrame, path: Path, caption: str) -> Path:
     return _save(fig, path, caption)
 
 
+LOG_SPREAD = 20.0
+"""When the largest value drawn (a peak or the limit) is more than this many times the smallest
+peak, the memory axis is logarithmic: on a linear one the peaks of a small model under an
+80 GB device's limit (74.5 GiB) are flat bars."""
+
+
 def plot_memory(table: pd.DataFrame, path: Path, caption: str) -> Path:
-    """Peak memory per device per mesh against the limit (infeasible: the smallest peak)."""
+    """Peak memory per device per mesh against the limit (infeasible: the smallest peak),
+    one subplot per study (:func:`draw_memory`)."""
     groups = studies(table)
     fig, axes = _figure(len(groups), _width(table), 3.6)
     for ax, (label, rows) in zip(axes, groups, strict=True):
-        peak = rows["peak_bytes_per_device"].fillna(0.0) / GIB
-        colors = ["#55a868" if ok else "#c44e52" for ok in rows["feasible"]]
-        bars = ax.bar(range(len(rows)), peak, color=colors)
-        ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
-        for limit in sorted(rows["limit_bytes"].dropna().unique()):
-            ax.axhline(limit / GIB, color="black", linestyle="--", linewidth=1)
-            ax.annotate(f"limit {limit / GIB:.1f} GiB", (0, limit / GIB), fontsize=7,
-                        xytext=(2, 2), textcoords="offset points")
-        ax.set_xticks(list(range(len(rows))), _bar_labels(rows), rotation=60, ha="right",
-                      fontsize=7)
-        ax.set_ylabel("peak GiB per device")
+        draw_memory(ax, rows)
         ax.set_title(label, fontsize=9)
     return _save(fig, path, caption)
+
+
+def draw_memory(ax: Any, rows: pd.DataFrame) -> None:
+    """One study's peaks as bars with their values, and the limit as a dashed line named in
+    the legend (never a label on the line, which bars and values would overlap); when the
+    limit is far above the peaks the axis is logarithmic, so both stay readable."""
+    from matplotlib.patches import Patch
+
+    peak = rows["peak_bytes_per_device"].fillna(0.0) / GIB
+    colors = ["#55a868" if ok else "#c44e52" for ok in rows["feasible"]]
+    bars = ax.bar(range(len(rows)), peak, color=colors)
+    ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
+    limits = sorted(rows["limit_bytes"].dropna().unique() / GIB)
+    for limit, style in zip(limits, ("--", ":", "-."), strict=False):
+        ax.axhline(limit, color="black", linestyle=style, linewidth=1,
+                   label=f"limit {limit:.1f} GiB per device")
+    positive = peak[peak > 0]
+    _memory_scale(ax, float(peak.max()) if len(peak) else 0.0, limits,
+                  float(positive.min()) if len(positive) else 0.0)
+    handles = [Patch(color="#55a868", label="peak (fits)")]
+    if not rows["feasible"].all():
+        handles.append(Patch(color="#c44e52", label="smallest peak (does not fit)"))
+    ax.legend(handles=[*handles, *ax.get_legend_handles_labels()[0]], fontsize=7, loc="best",
+              framealpha=0.9)
+    ax.set_xticks(list(range(len(rows))), _bar_labels(rows), rotation=60, ha="right",
+                  fontsize=7)
+    ax.set_ylabel("peak GiB per device" + (" (log)" if ax.get_yscale() == "log" else ""))
+
+
+def _memory_scale(ax: Any, largest: float, limits: list[float], smallest: float) -> None:
+    """Log scale when the values span more than :data:`LOG_SPREAD`; room above the top for
+    the legend."""
+    top = max([largest, *limits]) if limits or largest else 1.0
+    if smallest > 0 and top > LOG_SPREAD * smallest:
+        ax.set_yscale("log")
+        ax.set_ylim(smallest / 2.0, top * 20.0)
+    else:
+        ax.set_ylim(0.0, top * 1.35)
 
 
 def best_per_devices(rows: pd.DataFrame) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from autoshard.errors import OutputExistsError, UsageError
-from autoshard.planning.planner import check_gap
+from autoshard.planning.planner import check_gap, check_time_limit
 from autoshard.provenance import machine_line
 from autoshard.sweep.points import DEFAULT_LINKS, Point, SweepSpec, enumerate_points
 from autoshard.sweep.runner import (
@@ -118,6 +118,7 @@ def sweep(spec: SweepSpec, out_dir: Path, *, settings: RunSettings | None = None
     """
     settings = settings or RunSettings()
     check_gap(settings.gap)  # once here, not as an error row per point
+    check_time_limit(settings.time_limit)
     _check_run_options(jobs, executor, scheduler)
     spec = with_default_shape(spec)
     csv_path = out_dir / CSV_NAME

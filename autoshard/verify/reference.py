@@ -96,6 +96,28 @@ def run_reference(graph: OpGraph, op: Op, values: Mapping[str, np.ndarray]
     return tuple(as_float64(o) for o in outputs)
 
 
+def reference_values(graph: OpGraph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Every tensor's unsharded value: the random sources of :func:`source_value` and each
+    op's reference (floats in float64), in topological order. For checks that feed a whole
+    plan's tensors to something else (the exported scripts); the emulator keeps only what is
+    live.
+
+    Example:
+        >>> from graphs import zoo
+        >>> graph = zoo.build("mlp", layers=1, hidden=4, ffn=8, batch=2, seq=2)
+        >>> values = reference_values(graph)
+        >>> len(values) == len(graph.tensors), values["layers.0.mlp.up.out"].shape
+        (True, (2, 2, 8))
+    """
+    values: dict[str, np.ndarray] = {}
+    for op in graph.topo_ops():
+        if op.kind in SOURCE_KINDS:
+            values[op.outputs[0]] = source_value(graph, op, seed)
+        else:
+            values.update(zip(op.outputs, run_reference(graph, op, values), strict=True))
+    return values
+
+
 def compare(got: np.ndarray, want: np.ndarray) -> Error:
     """The error of ``got`` against the truth ``want`` (same shape required by the caller);
     NaN or infinity where the truth is finite is an infinite error."""

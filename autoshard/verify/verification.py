@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autoshard.errors import UsageError
 from autoshard.planning.planner import training_step_graph
 from autoshard.planning.record import Plan
 from autoshard.sharding.mesh import Mesh
@@ -125,31 +126,62 @@ def verify_and_attach(plan: Plan, graph: OpGraph, *, seed: int = 0) -> Plan:
 
 
 # ---- the graph the plan was made for ------------------------------------------------------
-def planned_graph(plan: Plan, graph: OpGraph) -> OpGraph:
+def planned_graph(plan: Plan, graph: OpGraph, *, training: bool | None = None,
+                  optimizer: str | None = None, recompute: str | None = None) -> OpGraph:
     """``graph``, or its training step when the plan is of one (optimizer and recomputation
-    read off the plan's op kinds and names)."""
+    read off the plan's op kinds and names).
+
+    ``training``, ``optimizer`` and ``recompute`` are the plan command's options when a caller
+    has them (``autoshard export``/``verify``); None reads them off the plan, a value must
+    agree with it.
+
+    Raises:
+        UsageError: a given option contradicts the plan (naming what the plan was made with).
+        EmulationError: the plan's ops are not those of ``graph`` (or its training step).
+    """
+    is_training = any(record.role == "grad" for record in plan.tensors.values())
+    _check_training(is_training, training, optimizer, recompute)
     if all(name in plan.ops for name in (op.name for op in graph.ops)) and \
             len(plan.ops) == len(graph.ops):
         return graph
     kinds = {rec.kind for rec in plan.ops.values()}
-    optimizer = "sgd" if "sgd_step" in kinds else "adamw"
+    planned_optimizer = "sgd" if "sgd_step" in kinds else "adamw"
     if not kinds & {"sgd_step", "adamw_step"}:
         raise _mismatch(plan, graph)
-    for recompute in ("none", "selective", "full"):
+    if optimizer is not None and optimizer != planned_optimizer:
+        raise UsageError(f"the plan was made with --optimizer {planned_optimizer}, not "
+                         f"{optimizer}; drop --optimizer or pass {planned_optimizer}")
+    order = ("none", "selective", "full")
+    if recompute is not None:
+        order = (recompute, *(r for r in order if r != recompute))
+    for choice in order:
         try:
-            candidate = training_step_graph(graph, optimizer, recompute)
+            candidate = training_step_graph(graph, planned_optimizer, choice)
         except Exception as exc:
-            logger.debug("no %s training graph: %s", recompute, exc)
+            logger.debug("no %s training graph: %s", choice, exc)
             continue
         if sorted(op.name for op in candidate.ops) == sorted(plan.ops):
+            if recompute is not None and choice != recompute:
+                raise UsageError(f"the plan was made with --recompute {choice}, not "
+                                 f"{recompute}; drop --recompute or pass {choice}")
             return candidate
     raise _mismatch(plan, graph)
+
+
+def _check_training(is_training: bool, training: bool | None, optimizer: str | None,
+                    recompute: str | None) -> None:
+    if training is not None and training != is_training:
+        raise UsageError("the plan is of a training step: drop --inference" if is_training
+                         else "the plan is of inference: drop --training")
+    if not is_training and (optimizer is not None or recompute is not None):
+        raise UsageError("--optimizer and --recompute describe a training step, but the plan "
+                         "is of inference")
 
 
 def _mismatch(plan: Plan, graph: OpGraph) -> EmulationError:
     missing = sorted(set(plan.ops) ^ {op.name for op in graph.ops})[:3]
     return EmulationError(f'the plan of "{plan.model}" does not fit graph "{graph.name}": ops '
-                          f"{missing} are in one but not the other; verify with the model and "
+                          f"{missing} are in one but not the other; pass the model and shape "
                           "options it was planned with")
 
 

@@ -106,9 +106,9 @@ def _unary(kind: str) -> Handler:
 
 
 def _gelu(ctx: Lowering, node: Any) -> str:
-    if node.kwargs.get("approximate", arg(node, 1, "approximate", "none")) != "tanh":
-        raise Unmapped("erf GELU (only the tanh approximation is a registered kind)")
-    return _unary("gelu")(ctx, node)
+    """``approximate="tanh"`` → ``gelu``; the default, exact GELU → ``gelu_erf``."""
+    approximate = node.kwargs.get("approximate", arg(node, 1, "approximate", "none"))
+    return _unary("gelu" if approximate == "tanh" else "gelu_erf")(ctx, node)
 
 
 def _power(exponent: float | None) -> Handler:

@@ -4,7 +4,8 @@
 Why separate kinds: each is one fused elementwise or row-wise step with its own dimension
 signature, so the planner shards the backward pass exactly like the forward one.
 
-* ``gelu_bwd(x, dy)``, ``silu_bwd(x, dy)``, ``relu_bwd(x, dy)`` read the forward *input*;
+* ``gelu_bwd(x, dy)``, ``gelu_erf_bwd(x, dy)``, ``silu_bwd(x, dy)``, ``relu_bwd(x, dy)`` read
+  the forward *input*;
   ``sigmoid_bwd(y, dy)``, ``tanh_bwd(y, dy)`` the forward *output* (what frameworks save).
   Signatures as the forward elementwise kinds (every factor parallel); linear in ``dy``.
   FLOPs: 2 per element (derivative and product; transcendentals not weighted, as forward).
@@ -45,6 +46,13 @@ def gelu_tanh_grad(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * x * x)
 
 
+def gelu_erf_grad(x: np.ndarray) -> np.ndarray:
+    """d/dx of x·Φ(x): Φ(x) + x·φ(x), φ the standard normal density."""
+    from scipy.special import erf
+
+    return 0.5 * (1.0 + erf(x / np.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+
+
 def _silu_grad(x: np.ndarray) -> np.ndarray:
     s = sigmoid(x)
     return s * (1.0 + x * (1.0 - s))
@@ -52,6 +60,7 @@ def _silu_grad(x: np.ndarray) -> np.ndarray:
 
 _DERIVATIVES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "gelu_bwd": gelu_tanh_grad,
+    "gelu_erf_bwd": gelu_erf_grad,
     "silu_bwd": _silu_grad,
     "relu_bwd": lambda x: (x > 0).astype(x.dtype),
     "sigmoid_bwd": lambda y: y * (1.0 - y),

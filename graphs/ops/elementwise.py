@@ -5,7 +5,9 @@ Signature: the output has one factor per dim (``d0`` …); an input dim that is 
 are simply absent, e.g. ``add`` of [4, 1, 8] and [3, 8] is ``"d0 1 d2, d1 d2 -> d0 d1 d2"``.
 Every factor is PARALLEL, so any sharding of matching dims is correct on local shards.
 
-``gelu`` is the tanh approximation (GPT-2/Megatron, PyTorch ``approximate="tanh"``).
+``gelu`` is the tanh approximation (GPT-2/Megatron, PyTorch ``approximate="tanh"``);
+``gelu_erf`` is the exact GELU, x·Φ(x) with the normal CDF Φ (PyTorch's default
+``approximate="none"``, Hugging Face's ``"gelu"``; Hendrycks & Gimpel 2016, eq. 1).
 FLOPs: one per output element for every kind (transcendentals are not weighted more);
 ``cast`` counts one per element too.
 """
@@ -72,6 +74,13 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
 
 
+def gelu_erf(x: np.ndarray) -> np.ndarray:
+    """GELU, exact: x·Φ(x) = 0.5·x·(1 + erf(x/√2))."""
+    from scipy.special import erf
+
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
 def sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
@@ -88,6 +97,7 @@ _UNARY: dict[str, tuple[Fn, tuple[frozenset[int], ...]]] = {
     "log": (np.log, ()),
     "tanh": (np.tanh, ()),
     "gelu": (gelu_tanh, ()),
+    "gelu_erf": (gelu_erf, ()),
     "silu": (lambda x: x * sigmoid(x), ()),
     "relu": (lambda x: np.maximum(x, 0), ()),
     "sigmoid": (sigmoid, ()),
@@ -98,6 +108,7 @@ _VJPS = {
     "neg": vjps.neg_vjp, "exp": vjps.exp_vjp, "log": vjps.log_vjp,
     "tanh": vjps.derivative_vjp("tanh_bwd", reads_output=True),
     "gelu": vjps.derivative_vjp("gelu_bwd", reads_output=False),
+    "gelu_erf": vjps.derivative_vjp("gelu_erf_bwd", reads_output=False),
     "silu": vjps.derivative_vjp("silu_bwd", reads_output=False),
     "relu": vjps.derivative_vjp("relu_bwd", reads_output=False),
     "sigmoid": vjps.derivative_vjp("sigmoid_bwd", reads_output=True),

@@ -62,7 +62,8 @@ CASES = [
     Case("mul", [((2, 3), P), ((2, 1), P)]),
     Case("div", [((2, 3), P), ((1, 3), POS)]),
     *[Case(kind, [((3, 4), POS if kind == "log" else P)])
-      for kind in ("neg", "exp", "log", "tanh", "gelu", "silu", "relu", "sigmoid")],
+      for kind in ("neg", "exp", "log", "tanh", "gelu", "gelu_erf", "silu", "relu",
+                   "sigmoid")],
     Case("cast", [((3, 4), P)], {"dtype": "f32"}, exact=lambda x: (x,)),
     Case("scale", [((3, 4), P)], {"factor": -0.75}),
     Case("where", [((3, 4), "bool"), ((4,), P), ((3, 4), P)]),
@@ -105,7 +106,8 @@ _IDS = [f"{c.kind}-{c.id or i}" for i, c in enumerate(CASES)]
 # (no higher-order derivatives).
 NO_VJP = {
     *SOURCE_KINDS, "sgd_step", "adamw_step", "attention_bwd", "compare",
-    "cross_entropy_bwd", "embedding_bwd", "gelu_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd",
+    "cross_entropy_bwd", "embedding_bwd", "gelu_bwd", "gelu_erf_bwd", "silu_bwd", "relu_bwd",
+    "sigmoid_bwd",
     "tanh_bwd", "layer_norm_bwd_x", "layer_norm_bwd_w", "rms_norm_bwd_x", "rms_norm_bwd_w",
     "log_softmax_bwd", "softmax_bwd", "max_bwd", "pad", "opaque",
 }

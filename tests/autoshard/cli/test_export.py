@@ -302,14 +302,15 @@ def test_uneven_tensor_notes_and_refusals() -> None:
 
 @pytest.mark.parametrize("fmt", ["dtensor", "jax"])
 def test_cli_scripts_are_python_with_every_tensor(plan_file: Path, fmt: str) -> None:
-    """The scripts run in test_export_snippets.py; here: the CLI writes them, complete."""
+    """The scripts run in tests/autoshard/export/; here: the CLI writes them, complete."""
     code, out, _ = _run(str(plan_file), "--format", fmt)
     assert code == 0
     compile(out, f"plan_{fmt}.py", "exec")
     plan = json.loads(plan_file.read_text())
     table = out[out.index("TENSORS = {"):out.index("\n}\n")]
     assert [line.split('"')[1] for line in table.splitlines()[1:]] == list(plan["tensors"])
-    assert out.count("\n    (\"") == len(plan["reshards"])
+    row = '\n    {"tensor": ' if fmt == "jax" else '\n    ("'
+    assert out.count(row) == len(plan["reshards"])
     assert plan["fingerprint"] in out
 
 
@@ -324,19 +325,27 @@ def test_topology_from_a_file_must_be_given(tmp_path: Path) -> None:
     assert code == 0 and out.splitlines()[1] == EXPECTED["hlo"][0]
 
 
-def test_training_plan_needs_training_to_match(tmp_path: Path) -> None:
+def test_training_is_read_off_the_plan_as_verify_does(tmp_path: Path) -> None:
+    """export and verify take the same step options: read off the plan, checked when given."""
     shape = ["--model", "mlp", "--layers", "1", "--hidden", "64", "--ffn", "256", "--batch",
              "16", "--seq", "8"]
     result = CliRunner().invoke(main, ["plan", *shape, "--mesh", "dp=2,tp=2", "--training",
                                        "--memory", "230KiB", "--out", str(tmp_path), "-q"])
     assert result.exit_code == 0, result.output
     plan_path = str(tmp_path / "plan.json")
-    code, out, err = _run(plan_path, "--format", "json", *shape, "--training")
-    assert code == 0, err
     roles = {t["role"] for t in json.loads((tmp_path / "plan.json").read_text())["tensors"]
              .values()}
     assert {"grad", "optimizer_state"} <= roles
-    assert list(json.loads(out)["tensors"]) == list(
-        json.loads((tmp_path / "plan.json").read_text())["tensors"])
-    code, _, err = _run(plan_path, "--format", "json", *shape)
-    assert code == 2 and "pass --training" in err
+    for given in ([], ["--training"], ["--training", "--optimizer", "adamw"]):
+        code, out, err = _run(plan_path, "--format", "json", *shape, *given)
+        assert code == 0, err
+        assert list(json.loads(out)["tensors"]) == list(
+            json.loads((tmp_path / "plan.json").read_text())["tensors"])
+    for command in (["export", plan_path, "--format", "json"], ["verify", plan_path]):
+        for wrong, culprit in ((["--inference"], "drop --inference"),
+                               (["--optimizer", "sgd"], "made with --optimizer adamw, not sgd"),
+                               (["--recompute", "full"], "made with --recompute none, not full")):
+            result = CliRunner().invoke(main, [*command, *shape, *wrong])
+            lines = result.stderr.strip().splitlines()
+            assert result.exit_code == 2 and len(lines) == 1 and culprit in lines[0], (
+                command, wrong, result.stderr)

@@ -35,30 +35,15 @@ import pytest
 import autoshard
 from graphs import zoo
 from tests.support.alpha_beta import alpha_beta_preset
+from tests.support.closed_forms import all_reduce_s as _all_reduce_s
+from tests.support.closed_forms import axis_link as _link
+from tests.support.closed_forms import gather_or_scatter_s as _gather_or_scatter_s
 
 # The closed forms below are alpha-beta (Thakur et al. 2005): the plans they check price on the
 # dgx-h100 links without their measured-curve terms.
 TEXTBOOK = alpha_beta_preset("dgx-h100")
 
 _LAYER = re.compile(r"layers\.(\d+)\.")
-
-
-def _all_reduce_s(n: int, m: float, alpha: float, bw: float) -> float:
-    """Cheapest of ring, recursive doubling and Rabenseifner (Thakur et al. 2005)."""
-    ring = 2 * (n - 1) * alpha + 2 * (n - 1) / n * m / bw
-    doubling = math.log2(n) * (alpha + m / bw)
-    rabenseifner = 2 * math.log2(n) * alpha + 2 * (n - 1) / n * m / bw
-    return min(ring, doubling, rabenseifner)
-
-
-def _gather_or_scatter_s(n: int, m: float, alpha: float, bw: float) -> float:
-    """All-gather / reduce-scatter of m bytes in total: ring or recursive halving/doubling."""
-    return min(n - 1, math.log2(n)) * alpha + (n - 1) / n * m / bw
-
-
-def _link(plan: autoshard.Plan, axis: str) -> tuple[int, float, float]:
-    (link,) = [entry for entry in plan.links if entry["axis"] == axis]
-    return int(link["size"]), float(link["alpha_s"]), float(link["bandwidth_bytes_per_s"])
 
 
 def _layer_traffic(plan: autoshard.Plan, layer: int, axis: str) -> Counter:

@@ -23,6 +23,9 @@ import autoshard
 from autoshard.errors import MemoryTooSmallError
 from graphs import zoo
 from tests.support.alpha_beta import alpha_beta_preset
+from tests.support.closed_forms import all_reduce_s as _all_reduce_s
+from tests.support.closed_forms import axis_link as _link
+from tests.support.closed_forms import gather_or_scatter_s as _gather_or_scatter_s
 
 # The expectations are alpha-beta closed forms (Thakur et al. 2005), so the plans price on
 # the dgx-h100 links without their measured-curve terms.
@@ -32,24 +35,6 @@ MIB = 2**20
 
 
 # ----------------------------------------------------------------- closed forms
-def _all_reduce_s(n: int, m: float, alpha: float, bw: float) -> float:
-    """Cheapest of ring, recursive doubling and Rabenseifner (Thakur et al. 2005)."""
-    ring = 2 * (n - 1) * alpha + 2 * (n - 1) / n * m / bw
-    doubling = math.log2(n) * (alpha + m / bw)
-    rabenseifner = 2 * math.log2(n) * alpha + 2 * (n - 1) / n * m / bw
-    return min(ring, doubling, rabenseifner)
-
-
-def _gather_or_scatter_s(n: int, m: float, alpha: float, bw: float) -> float:
-    """All-gather / reduce-scatter of m bytes in total: ring or recursive halving/doubling."""
-    return min(n - 1, math.log2(n)) * alpha + (n - 1) / n * m / bw
-
-
-def _link(plan: autoshard.Plan, axis: str) -> tuple[int, float, float]:
-    (link,) = [entry for entry in plan.links if entry["axis"] == axis]
-    return int(link["size"]), float(link["alpha_s"]), float(link["bandwidth_bytes_per_s"])
-
-
 def _local_bytes(shape: tuple[int, ...], itemsize: int, placements: tuple[str, ...],
                  sizes: tuple[int, ...]) -> float:
     elements = math.prod(shape)

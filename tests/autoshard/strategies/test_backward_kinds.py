@@ -59,8 +59,8 @@ def _attention(z: Sizes, t: str) -> list[tuple[tuple[int, ...], DType]]:
 
 
 CASES = [
-    *[Case(kind, _pair) for kind in ("gelu_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd",
-                                     "tanh_bwd")],
+    *[Case(kind, _pair) for kind in ("gelu_bwd", "gelu_erf_bwd", "silu_bwd", "relu_bwd",
+                                     "sigmoid_bwd", "tanh_bwd")],
     Case("pad", lambda z: [((z["a"], z["b"]), F)], lambda z: {"dim": 1, "before": 1, "after": 2}),
     Case("broadcast_to", lambda z: [((z["a"], z["c"]), F)],
          lambda z: {"shape": [z["a"], z["b"], z["c"]], "dims": [1]}, id="insert"),
@@ -87,7 +87,8 @@ CASES = [
 ]
 _IDS = [f"{c.kind}-{c.id or i}" for i, c in enumerate(CASES)]
 BACKWARD_KINDS = {
-    "gelu_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd", "tanh_bwd", "pad", "broadcast_to",
+    "gelu_bwd", "gelu_erf_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd", "tanh_bwd", "pad",
+    "broadcast_to",
     "max_bwd", "softmax_bwd", "log_softmax_bwd", "layer_norm_bwd_x", "layer_norm_bwd_w",
     "rms_norm_bwd_x", "rms_norm_bwd_w", "cross_entropy_bwd", "embedding_bwd", "attention_bwd",
 }

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autoshard.sweep.plots import best_per_devices, frame, write_plots
+from autoshard.sweep.plots import best_per_devices, draw_memory, frame, write_plots
 from autoshard.sweep.summary import summary_markdown, why
 from autoshard.sweep.table import COLUMNS, RowAppender, read_rows, sort_key, write_sorted
 
@@ -86,6 +86,30 @@ def test_plots_are_byte_stable(tmp_path: Path) -> None:
     for a, b in zip(paths_a, paths_b, strict=True):
         assert a.read_bytes() == b.read_bytes()
         assert b"Software" not in a.read_bytes()
+
+
+@pytest.mark.parametrize(("limit_gib", "scale"), [(74.5, "log"), (8.0, "linear")])
+def test_memory_plot_reads_at_any_limit(limit_gib: float, scale: str) -> None:
+    """Peaks of 2 GiB under a 74.5 GiB limit (an 80 GB device) were flat bars under a label
+    drawn on the limit line; now the axis turns logarithmic and the limit is in the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    infeasible = repr((limit_gib + 15.0) * 2**30)  # the smallest peak that does not fit
+    rows = frame([{**r, "limit_bytes": repr(limit_gib * 2**30)} | (
+        {} if r["feasible"] == "True" else {"peak_bytes_per_device": infeasible}) for r in ROWS])
+    fig, ax = plt.subplots()
+    draw_memory(ax, rows)
+    low, high = ax.get_ylim()
+    assert ax.get_yscale() == scale
+    assert low <= 2.0 and high > limit_gib + 15.0  # every bar and the line are shown
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert f"limit {limit_gib:.1f} GiB per device" in legend
+    assert "smallest peak (does not fit)" in legend
+    assert not [t for t in ax.texts if "limit" in t.get_text()]  # no label on the line
+    plt.close(fig)
 
 
 def test_csv_appends_dedupes_and_sorts(tmp_path: Path) -> None:

@@ -46,7 +46,8 @@ CASES = [
     Case("mul", lambda z: [((z["a"], z["b"]), F), ((z["a"], 1), F)]),
     Case("div", lambda z: [((z["a"], z["b"]), F), ((z["a"], z["b"]), F)], positive=True),
     *[Case(kind, lambda z: [((z["a"], z["b"]), F)], positive=kind == "log")
-      for kind in ("neg", "exp", "log", "tanh", "gelu", "silu", "relu", "sigmoid")],
+      for kind in ("neg", "exp", "log", "tanh", "gelu", "gelu_erf", "silu", "relu",
+                   "sigmoid")],
     Case("cast", lambda z: [((z["a"], z["b"]), F)], lambda z: {"dtype": "f32"}),
     Case("scale", lambda z: [((z["a"], z["b"]), F)], lambda z: {"factor": 0.5}),
     Case("pow", lambda z: [((z["a"], z["b"]), F)], lambda z: {"exponent": -0.5}, positive=True),
@@ -92,7 +93,8 @@ CASES = [
                                   *[((z["a"], z["b"]), DType.F32)] * 3], positive=True),
     Case("adamw_step", lambda z: [((z["c"],), DType.F32)] * 4, positive=True),
     *[Case(kind, lambda z: [((z["a"], z["b"]), F), ((z["a"], z["b"]), F)])
-      for kind in ("gelu_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd", "tanh_bwd")],
+      for kind in ("gelu_bwd", "gelu_erf_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd",
+                   "tanh_bwd")],
     Case("pad", lambda z: [((z["a"], z["b"]), F)], lambda z: {"dim": 1, "before": 1, "after": 2}),
     Case("broadcast_to", lambda z: [((z["a"], z["c"]), F)],
          lambda z: {"shape": [z["a"], z["b"], z["c"]], "dims": [1]}),

@@ -56,6 +56,16 @@ def test_gelu_tanh_close_to_erf_gelu() -> None:
     x = np.linspace(-3, 3, 13)
     exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])
     np.testing.assert_allclose(run("gelu", [x])[0], exact, atol=1e-3)
+    np.testing.assert_allclose(run("gelu_erf", [x])[0], exact, rtol=1e-14, atol=1e-15)
+
+
+def test_gelu_erf_is_x_times_the_normal_cdf() -> None:
+    """Φ from the standard library's normal distribution, not from erf."""
+    from statistics import NormalDist
+
+    x = RNG.normal(size=(3, 4))
+    want = np.array([[v * NormalDist().cdf(v) for v in row] for row in x])
+    np.testing.assert_allclose(run("gelu_erf", [x])[0], want, rtol=1e-12)
 
 
 def test_log_and_binary_broadcasting() -> None:

@@ -21,9 +21,11 @@ from collections.abc import Sequence
 import numpy as np
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+# The result type is one shape or a tuple of them: XLA's CPU pipeline rewrites an all-to-all of
+# one array into one all-to-all of a tuple of its pieces (``(f32[1,4], f32[1,4]) all-to-all(``).
 _INSTRUCTION = re.compile(
-    r"=\s*\S+\s+(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
-    r"(?:-start)?\((.*)$")
+    r"=\s*(?:\([^()]*\)|\S+)\s+"
+    r"(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\((.*)$")
 _EXPLICIT = re.compile(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}")
 _IOTA = re.compile(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\](?:,\s*device_ids=\(\[([\d,]+)\]"
