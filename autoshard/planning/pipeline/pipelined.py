@@ -4,11 +4,14 @@ the other axes shard each stage as an ordinary plan does.
 How (Alpa's split of the problem, Zheng et al. 2022, arXiv:2201.12023: an intra-operator
 solve per stage under an inter-operator partition):
 
-1. The intra-stage plan: the model with as many layers as the largest stage
-   (``ceil(L / p)``, built by ``stage_graph``; the whole model when none is given), planned on
-   the mesh without ``pp`` for one micro-batch and ``m`` micro-batches per step, under the
-   device's memory. The planner's periodic solve makes every layer pick the same layouts, so
-   one solve prices every layer of every stage.
+1. The intra-stage plan: a stage model, the model with ``min(ceil(L / p), 4)`` layers (built
+   by ``stage_graph``; the whole model when none is given), planned on the mesh without ``pp``
+   for one micro-batch and ``m`` micro-batches per step, under the device's memory. The
+   planner's periodic solve makes every layer pick the same layouts, so one solve of a short
+   stack prices every layer of every stage (four layers: the shortest stack the periodic
+   solve recognises). When no cut fits with those layouts, the stage model is re-planned once
+   under a budget that leaves room for the layers it lacks (their state and activations at
+   the first layouts), so the solver trades speed for memory as a full stage would.
 2. Its records summed per layer (:mod:`.layer_costs`): forward, backward (B and W), the
    per-step tail (gradient sync of the layer's parameters over the data-parallel axes, after
    the last micro-batch, and its optimizer step), bytes.
@@ -29,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autoshard.errors import PipelineError
+from autoshard.errors import MemoryTooSmallError, PipelineError
 from autoshard.planning.layers import layer_of
 from autoshard.planning.pipeline.layer_costs import LayerCosts, layer_costs
 from autoshard.planning.pipeline.record import pipeline_objective, pipeline_record
@@ -44,6 +47,7 @@ from costmodel import CollectiveKind, Topology, collective_seconds, peak_flops
 from graphs import OpGraph, TensorRole
 
 PP_AXIS = "pp"
+STAGE_MODEL_LAYERS = 4  # the stage model's layers: the periodic solve's minimum stack
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,27 +103,54 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
     topo = resolve_topology(topology)
     limit = float(topo.device.hbm_bytes) if memory_limit is None else float(memory_limit)
     per_stage = math.ceil(layers / p)
-    stage = stage_graph(per_stage) if stage_graph is not None and per_stage < layers \
-        else forward
+    size = min(per_stage, STAGE_MODEL_LAYERS)
+    stage = stage_graph(size) if stage_graph is not None and size < layers else forward
     train = training_step_graph(stage, optimizer, recompute)
     full_links = MeshLinks.build(mesh, topo, dict(links or {}))
-    intra = plan(train, inner, topology=topo, links=stage_links(full_links, topo, links),
-                 memory_limit=limit, reserve=reserve, micro_batches=micro_batches,
-                 model_name=model_name, **plan_options)
-    stage_costs = layer_costs(train, intra)
-    costs = _model_costs(stage_costs, layers)
+    budget = limit
+    while True:
+        intra = plan(train, inner, topology=topo, links=stage_links(full_links, topo, links),
+                     memory_limit=budget, reserve=reserve, micro_batches=micro_batches,
+                     model_name=model_name, **plan_options)
+        stage_costs = layer_costs(train, intra)
+        costs = _model_costs(stage_costs, layers)
+        setting = _setting(intra, stage_costs, costs, full_links, options, p, micro_batches,
+                           limit, reserve)
+        try:
+            choice = choose(costs, setting, schedule)
+            break
+        except MemoryTooSmallError:
+            missing = per_stage - len(stage_costs.layers)
+            smaller = _room_for_missing_layers(limit, costs, missing, p)
+            if budget < limit or smaller <= reserve:
+                raise
+            budget = smaller
+    return _pipelined_plan(forward, mesh, topo, full_links, intra, choice, setting,
+                           reserve=reserve, stage_layers=len(stage_costs.layers))
+
+
+def _setting(intra: Plan, stage_costs: LayerCosts, costs: LayerCosts, full_links: MeshLinks,
+             options: PipelineOptions, p: int, micro_batches: int, limit: float,
+             reserve: float) -> Setting:
+    """What the search needs besides the layer costs: the boundary transfer on the pp link and
+    the working set the stage model's peak holds beyond its state and saved activations."""
     send_s = float(collective_seconds(CollectiveKind.COLLECTIVE_PERMUTE, costs.boundary_bytes,
                                       full_links.group((PP_AXIS,))))
     static = sum(part.static_bytes for part in (stage_costs.pre, *stage_costs.layers,
                                                 stage_costs.post))
     saved = intra.memory_breakdown.get("activations_saved", 0.0)
     transient = max(intra.peak_bytes_per_device - reserve - static - saved, 0.0)
-    setting = Setting(stages=p, micro_batches=micro_batches, send_s=send_s,
-                      limit_bytes=limit - reserve, transient_bytes=transient,
-                      virtual=options.virtual, layers=options.stages)
-    choice = choose(costs, setting, schedule)
-    return _pipelined_plan(forward, mesh, topo, full_links, intra, choice, setting,
-                           reserve=reserve, stage_layers=len(stage_costs.layers))
+    return Setting(stages=p, micro_batches=micro_batches, send_s=send_s,
+                   limit_bytes=limit - reserve, transient_bytes=transient,
+                   virtual=options.virtual, layers=options.stages)
+
+
+def _room_for_missing_layers(limit: float, costs: LayerCosts, missing: int, p: int) -> float:
+    """A budget for the stage model that leaves room for the layers it lacks (their state and
+    1F1B's ``p`` micro-batches of activations, at the first solve's layouts): the re-solve
+    then trades speed for memory where a full stage would need it."""
+    layer = costs.layers[0]
+    return limit - max(missing, 0) * (layer.static_bytes + p * layer.activation_bytes)
 
 
 def _check_layers(forward: OpGraph, p: int) -> int:

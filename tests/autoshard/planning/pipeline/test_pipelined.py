@@ -85,3 +85,17 @@ def test_plan_json_round_trip_keeps_the_pipeline() -> None:
 def test_bad_input_is_one_pipeline_error(mesh, m, schedule, stages, needle) -> None:
     with pytest.raises(PipelineError, match=needle):
         pipelined(mesh, m, schedule, stages)
+
+
+def test_a_short_stage_model_prices_like_the_whole_model() -> None:
+    """The four-layer stage model's per-layer costs against the whole 16-layer model planned
+    as the stage model (the periodic solve gives every interior layer the same layouts; the
+    two differ only in how the first and last layer's boundary reshards are averaged)."""
+    mesh = Mesh.parse("dp=2,pp=2,tp=2")
+    short = plan_pipeline(build(16), mesh, stage_graph=build, micro_batches=8,
+                          pipeline=PipelineOptions(schedule="1f1b"))
+    whole = plan_pipeline(build(16), mesh, micro_batches=8,
+                          pipeline=PipelineOptions(schedule="1f1b"))
+    assert short.pipeline["stage_model_layers"] == 4
+    assert whole.pipeline["stage_model_layers"] == 16
+    assert short.objective.total_s == pytest.approx(whole.objective.total_s, rel=0.03)
