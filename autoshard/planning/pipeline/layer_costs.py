@@ -28,7 +28,7 @@ from autoshard.planning.step_problem import exposed_seconds
 from graphs import Op, OpGraph, TensorRole
 
 STATIC_ROLES = (TensorRole.PARAM, TensorRole.GRAD, TensorRole.OPTIMIZER_STATE)
-PREFIXES = ("bwd/", "opt/", "grad/")
+PREFIXES = ("bwd/", "opt/", "grad/", "recompute/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +143,8 @@ def _forward_match(base: str, forward_index: dict[str, int]) -> int | None:
 def _phase(graph: OpGraph, op: Op) -> str:
     if op.name.startswith("opt/"):
         return "tail"
+    if op.name.startswith("recompute/"):  # activation recomputation runs in the backward
+        return "backward"
     if op.name.startswith(("bwd/", "grad/")):
         makes_grad = any(graph.tensors[t].role is TensorRole.GRAD for t in op.outputs)
         return "weight" if makes_grad else "backward"
