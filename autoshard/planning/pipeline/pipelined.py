@@ -9,9 +9,11 @@ solve per stage under an inter-operator partition):
    for one micro-batch and ``m`` micro-batches per step, under the device's memory. The
    planner's periodic solve makes every layer pick the same layouts, so one solve of a short
    stack prices every layer of every stage (four layers: the shortest stack the periodic
-   solve recognises). When no cut fits with those layouts, the stage model is re-planned once
-   under a budget that leaves room for the layers it lacks (their state and activations at
-   the first layouts), so the solver trades speed for memory as a full stage would.
+   solve recognises). When no cut fits with those layouts (a stage holds more layers than the
+   stage model, and more micro-batches in flight), the stage model is re-planned under a
+   budget lowered by the shortfall scaled to its share of a stage (up to four solves, each
+   re-solve limited to 60 s unless a time limit is given: its plan then states its gap), so
+   the solver trades speed for memory (ZeRO-style sharded state) as a full stage must.
 2. Its records summed per layer (:mod:`.layer_costs`): forward, backward (B and W), the
    per-step tail (gradient sync of the layer's parameters over the data-parallel axes, after
    the last micro-batch, and its optimizer step), bytes.
@@ -48,6 +50,8 @@ from graphs import OpGraph, TensorRole
 
 PP_AXIS = "pp"
 STAGE_MODEL_LAYERS = 4  # the stage model's layers: the periodic solve's minimum stack
+MEMORY_ATTEMPTS = 4  # stage-model solves under a shrinking budget before giving up
+RESOLVE_TIME_LIMIT_S = 60.0  # per memory-constrained re-solve unless --time-limit is given
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,10 +112,20 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
     train = training_step_graph(stage, optimizer, recompute)
     full_links = MeshLinks.build(mesh, topo, dict(links or {}))
     budget = limit
-    while True:
-        intra = plan(train, inner, topology=topo, links=stage_links(full_links, topo, links),
-                     memory_limit=budget, reserve=reserve, micro_batches=micro_batches,
-                     model_name=model_name, **plan_options)
+    shortfall: MemoryTooSmallError | None = None
+    for attempt in range(MEMORY_ATTEMPTS):
+        options_now = dict(plan_options)
+        if attempt and options_now.get("time_limit") is None:
+            options_now["time_limit"] = RESOLVE_TIME_LIMIT_S
+        try:
+            intra = plan(train, inner, topology=topo,
+                         links=stage_links(full_links, topo, links), memory_limit=budget,
+                         reserve=reserve, micro_batches=micro_batches, model_name=model_name,
+                         **options_now)
+        except MemoryTooSmallError:
+            if shortfall is None:
+                raise
+            raise shortfall from None  # the stage, not the shrunk stage model, is the culprit
         stage_costs = layer_costs(train, intra)
         costs = _model_costs(stage_costs, layers)
         setting = _setting(intra, stage_costs, costs, full_links, options, p, micro_batches,
@@ -119,12 +133,12 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
         try:
             choice = choose(costs, setting, schedule)
             break
-        except MemoryTooSmallError:
-            missing = per_stage - len(stage_costs.layers)
-            smaller = _room_for_missing_layers(limit, costs, missing, p)
-            if budget < limit or smaller <= reserve:
+        except MemoryTooSmallError as exc:
+            shortfall = exc
+            over = exc.needed_bytes - setting.limit_bytes
+            budget -= over * len(stage_costs.layers) / per_stage
+            if attempt == MEMORY_ATTEMPTS - 1 or budget <= reserve:
                 raise
-            budget = smaller
     return _pipelined_plan(forward, mesh, topo, full_links, intra, choice, setting,
                            reserve=reserve, stage_layers=len(stage_costs.layers))
 
@@ -143,14 +157,6 @@ def _setting(intra: Plan, stage_costs: LayerCosts, costs: LayerCosts, full_links
     return Setting(stages=p, micro_batches=micro_batches, send_s=send_s,
                    limit_bytes=limit - reserve, transient_bytes=transient,
                    virtual=options.virtual, layers=options.stages)
-
-
-def _room_for_missing_layers(limit: float, costs: LayerCosts, missing: int, p: int) -> float:
-    """A budget for the stage model that leaves room for the layers it lacks (their state and
-    1F1B's ``p`` micro-batches of activations, at the first solve's layouts): the re-solve
-    then trades speed for memory where a full stage would need it."""
-    layer = costs.layers[0]
-    return limit - max(missing, 0) * (layer.static_bytes + p * layer.activation_bytes)
 
 
 def _check_layers(forward: OpGraph, p: int) -> int:
