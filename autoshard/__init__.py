@@ -4,6 +4,7 @@ The public import surface: plan a graph on a mesh (:func:`plan`, with ``strategy
 hand plan and ``pins=`` layouts to keep; :func:`plan_pipeline` for a mesh with a ``pp``
 pipeline axis, :func:`simulate` for a schedule's timeline), ask a saved plan what-if questions
 (:func:`explain_tensor`, :func:`explain_op`, :func:`fragile_decisions`, :func:`diff_plans`),
+lay its step out as a timeline (:func:`step_timeline`, :func:`write_trace` for a Chrome trace),
 the sharding vocabulary
 (:class:`Mesh`, the placements, :class:`TensorSharding`), the plan object, and the names users
 need from the generic packages underneath (graphs, cost model, solver) so they never have to
@@ -37,6 +38,7 @@ from autoshard.sharding.placements import (
 )
 from autoshard.sharding.tensor_sharding import TensorSharding
 from autoshard.strategies.derive import Strategy, enumerate_strategies
+from autoshard.timeline import step_timeline, write_trace
 from autoshard.verify.emulator import emulate
 from autoshard.verify.verification import verify
 from costmodel import Link, Topology, get_preset, preset_names
@@ -50,5 +52,5 @@ __all__ = [
     "enumerate_strategies", "errors", "explain_context", "explain_op", "explain_tensor",
     "fragile_decisions", "get_preset", "load", "load_pins", "parse_pins", "parse_placement",
     "pins_from_plan", "plan", "plan_pipeline", "preset_names", "simulate", "solve",
-    "strategy_pins", "verify", "zoo",
+    "step_timeline", "strategy_pins", "verify", "write_trace", "zoo",
 ]

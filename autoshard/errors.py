@@ -74,12 +74,32 @@ class OutputExistsError(AutoshardError):
         self.directory, self.files = directory, files
 
 
+class OutputFileExistsError(AutoshardError):
+    """Writing one file (``option`` names the option that chose it, e.g. ``--trace``) would
+    overwrite a file the user already has."""
+
+    def __init__(self, path: str, option: str) -> None:
+        super().__init__(f"{path} already exists; choose another {option} path or pass --force "
+                         "to overwrite it")
+        self.path, self.option = path, option
+
+
 class PlanFileError(AutoshardError):
     """A plan file that cannot be read back."""
 
     def __init__(self, source: str, message: str) -> None:
         super().__init__(f"plan file {source}: {message}")
         self.source = source
+
+
+class TimelineError(AutoshardError):
+    """A plan whose records do not add up to one step (a hand-edited or inconsistent
+    plan.json): ``item`` names the op or reshard at fault."""
+
+    def __init__(self, message: str, *, item: str) -> None:
+        super().__init__(f"cannot lay out the step: {message}; re-plan to get consistent "
+                         "records")
+        self.item = item
 
 
 class VerificationFailedError(AutoshardError):

@@ -21,6 +21,7 @@ from autoshard.cli.importing import import_group
 from autoshard.cli.models import models_command
 from autoshard.cli.plan import plan_command
 from autoshard.cli.sweep import sweep_command
+from autoshard.cli.trace import trace_command
 from autoshard.cli.verify import verify_command
 from autoshard.logs import configure_logging
 
@@ -34,5 +35,6 @@ def main(verbose: int) -> None:
 
 
 for _command in (plan_command, models_command, bench_command, calibrate_command, export_command,
-                 import_group, sweep_command, verify_command, explain_command, diff_command):
+                 import_group, sweep_command, verify_command, explain_command, diff_command,
+                 trace_command):
     main.add_command(_command)

@@ -23,6 +23,7 @@ from autoshard.cli.pipeline_options import (
     pipeline_options,
     stage_builder,
 )
+from autoshard.cli.trace import check_trace_path
 from autoshard.errors import OutputExistsError, UsageError, VerificationFailedError
 from autoshard.planning.batch import batch_plan
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
@@ -31,6 +32,7 @@ from autoshard.planning.planner import plan
 from autoshard.planning.record import Plan
 from autoshard.planning.summary import summary_text
 from autoshard.sharding.mesh import Mesh
+from autoshard.timeline import write_trace
 from autoshard.verify.verification import verify_and_attach
 from costmodel import parse_bytes
 from solver import OPTIMALITY_GAP
@@ -66,8 +68,8 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
              verify: bool = False, gap: float | None = None, strategy: str = "auto",
              pin_files: tuple[Path, ...] = (), print_pins_only: bool = False,
              global_batch: int | None = None, micro_batch: int | None = None,
-             grad_accum: int | None = None, overlap: str = "op", schedule: str = "auto",
-             stages_text: str | None = None, virtual_stages: int = 2,
+             grad_accum: int | None = None, overlap: str = "op", trace: Path | None = None,
+             schedule: str = "auto", stages_text: str | None = None, virtual_stages: int = 2,
              **overrides: Any) -> None:
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
@@ -76,6 +78,7 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
         show_pins(strategy, pin_files, mesh)
         return
     check_out_dir(out_dir, force)
+    check_trace_path(trace, force, "--trace")
     requested_gap = OPTIMALITY_GAP if gap is None else gap
     batches = batch_plan(mesh, batch=overrides.get("batch"), global_batch=global_batch,
                          micro_batch=micro_batch, grad_accum=grad_accum)
@@ -103,6 +106,9 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
     if verify:
         result = verify_and_attach(result, graph)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
+    if trace is not None:
+        write_trace(result, trace)
+        written.append(str(trace))
     if not result.objective.optimal:
         gap = result.objective.gap
         where = (f"at a gap of {gap:.4%}" if math.isfinite(gap)
@@ -155,7 +161,10 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @step_options()
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Write plan.json, costs.csv and reshards.csv into this directory.")
-@click.option("--force", is_flag=True, help="Overwrite files already in --out.")
+@click.option("--trace", type=click.Path(path_type=Path), default=None,
+              help="Also write the predicted step as a Chrome trace (Perfetto, "
+                   "chrome://tracing): compute and one track per mesh axis.")
+@click.option("--force", is_flag=True, help="Overwrite files already in --out (and --trace).")
 @click.option("--time-limit", type=float, default=None, help="Solver time limit in seconds.")
 @click.option("--gap", type=float, default=None,
               help="Relative gap to the proven lower bound at which the solver may stop, e.g. "

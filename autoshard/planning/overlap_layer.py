@@ -32,6 +32,7 @@ from autoshard.planning.step import (
     Traffic,
     axis_seconds,
     keeps_size,
+    slot_label,
     slot_of,
 )
 from autoshard.reshard.find import reshard_axis_matrices
@@ -165,8 +166,7 @@ def layer_seconds(ops: list[Op], op_records: dict[str, OpRecord],
                                     if c.kind in LOCAL_KINDS)
     compute: dict[str, float] = dict.fromkeys(streams, 0.0)
     for op in ops:
-        phase, layer = slot_of(op)
-        label = f"layer {phase.value} {'rest' if layer == REST else layer}"
+        label = slot_label(slot_of(op))
         record = op_records[op.name]
         if label in compute and record.count == m:
             compute[label] += record.compute_s

@@ -222,9 +222,15 @@ def overlap_label(role: EdgeRole, ops: list[Op]) -> str:
     if role.hider is not None:
         return f"op {ops[role.hider].name}"
     if role.slot is not None:
-        phase, layer = role.slot
-        return f"layer {phase.value} {'rest' if layer == REST else layer}"
+        return slot_label(role.slot)
     return ""
+
+
+def slot_label(slot: tuple[Phase, int]) -> str:
+    """A (phase, layer) slot as records name its window: ``"layer bwd 3"``,
+    ``"layer fwd rest"``."""
+    phase, layer = slot
+    return f"layer {phase.value} {'rest' if layer == REST else layer}"
 
 
 def axis_seconds(record: ReshardRecord) -> dict[str, float]:
@@ -241,4 +247,4 @@ def axis_seconds(record: ReshardRecord) -> dict[str, float]:
 
 __all__ = ["Overlap", "Phase", "StepOptions", "StepProblem", "Traffic", "axis_seconds",
            "edge_roles", "keeps_size", "node_counts", "overlap_label", "phase_of", "runs",
-           "slot_of"]
+           "slot_label", "slot_of"]

@@ -54,6 +54,8 @@ def pipeline_record(mesh: Mesh, choice: Choice, setting: Setting, intra: Plan,
             "micro_batches": setting.micro_batches, "stages": p, "chunks_per_stage": v,
             "layers_per_chunk": list(counts), "step_s": timeline.step_s,
             "bubble_fraction": timeline.bubble_fraction, "p2p_send_s": setting.send_s,
+            "chunk_costs": [[c.forward_s, c.backward_s, c.weight_s]
+                            for c in choice.cut.chunks],
             "stage_model_layers": stage_layers, "intra_stage_total_s":
                 intra.objective.total_s, "stage": stages, "notes": NOTES}
 

@@ -73,3 +73,20 @@ def test_export_gives_split_points_and_schedule_class(tmp_path) -> None:
     assert exported["pipeline"] == record
     jax = run("export", str(out / "plan.json"), "--format", "jax").output
     assert "#   stage 1: layers" in jax
+
+
+def test_trace_has_one_process_per_stage_ending_at_the_step(tmp_path) -> None:
+    trace_path = tmp_path / "trace.json"
+    result = run("plan", *SMALL, "--mesh", "pp=2,tp=2", "--global-batch", "8",
+                 "--micro-batch", "2", "--schedule", "zb-h1", "--out", str(tmp_path / "p"),
+                 "--trace", str(trace_path))
+    assert result.exit_code == 0, result.output
+    trace = json.loads(trace_path.read_text())
+    record = json.loads((tmp_path / "p" / "plan.json").read_text())
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"stage 0", "stage 1"}
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    end_us = max(e["ts"] + e["dur"] for e in slices)
+    assert end_us == pytest.approx(record["objective"]["total_s"] * 1e6, rel=1e-6)
+    weights = [e for e in slices if e["name"].startswith("weight grad")]
+    assert len(weights) == 2 * record["pipeline"]["micro_batches"]
