@@ -113,3 +113,18 @@ def test_full_recompute_keeps_fewer_activations_in_flight() -> None:
         rows[recompute] = result.pipeline["stage"][0]
     assert rows["full"]["activation_bytes"] < rows["none"]["activation_bytes"] / 2
     assert rows["full"]["busy_s"] > rows["none"]["busy_s"]
+
+
+def test_stage_axes_are_priced_on_the_links_they_span_in_the_whole_mesh() -> None:
+    """dp of dp=4,pp=4,tp=4 on DGX H100 (8 GPUs a node) has stride 16: all four replicas are
+    on different nodes (InfiniBand only); dp of the stage mesh dp=4,tp=4 would have stride 4
+    and two replicas per node. tp (stride 1, inside a node) is the same in both."""
+    from autoshard.planning.pipeline.pipelined import stage_links
+    from autoshard.sharding.links import MeshLinks, resolve_topology
+
+    topo = resolve_topology("dgx-h100")
+    full = MeshLinks.build(Mesh.parse("dp=4,pp=4,tp=4"), topo, {})
+    overrides = stage_links(full, topo, None)
+    assert set(overrides) == {"dp"}
+    assert overrides["dp"] == full.axis("dp").levels[0][1]
+    assert len(MeshLinks.build(Mesh.parse("dp=4,tp=4"), topo, {}).axis("dp").levels) == 2
