@@ -26,9 +26,16 @@ Two collective models: links that set none of the measured-curve fields (``launc
 :mod:`costmodel.collectives`; links that set them (the GPU presets do) by the size-aware model
 of :mod:`costmodel.measured`, whose parameters :mod:`costmodel.calibrate` fits to nccl-tests
 tables read by :mod:`costmodel.nccl_tests`.
+
+Two compute models: a device without ``kernels`` parameters prices every kernel by a flat
+roofline (:func:`compute_seconds`); a device with them (the H100 and A100 presets) prices a
+:class:`Gemm` by tile and wave quantisation, an :class:`Attention` by measured FlashAttention
+throughput, and other ops as memory-bound (:func:`kernel_seconds`);
+:func:`calibrate_gemm` fits the GEMM terms to a matmul benchmark table.
 """
 
 from costmodel.calibrate import Calibration, CalibrationRow, calibrate, check
+from costmodel.calibrate_gemm import GemmCalibration, calibrate_gemm, check_gemm
 from costmodel.collectives import (
     ALGORITHMS,
     CollectiveKind,
@@ -52,20 +59,24 @@ from costmodel.collectives import (
     single_level_seconds,
     slowest_link,
 )
-from costmodel.compute import compute_seconds, peak_flops
+from costmodel.compute import compute_seconds, kernel_seconds, peak_flops
 from costmodel.errors import (
     CalibrationError,
     CostModelError,
     InvalidValueError,
     LinkSpecError,
+    MatmulTableError,
     NcclTestsError,
     TopologyFileError,
     UnitError,
     UnknownDtypeError,
     UnknownPresetError,
 )
+from costmodel.kernel_params import AttentionPass, AttentionRate, KernelParams
+from costmodel.kernels import Attention, Gemm
 from costmodel.link import DeviceSpec, Link, Topology, TopologyLevel
 from costmodel.linkspec import known_link_names, parse_link_spec
+from costmodel.matmul_table import MatmulTable, parse_matmul_table, read_matmul_table
 from costmodel.measured import bus_factor, curve_terms
 from costmodel.nccl_tests import NcclTable, parse_nccl_tests, read_nccl_tests
 from costmodel.presets import STANDARD_LINKS, get_preset, preset_names
@@ -75,16 +86,24 @@ from costmodel.units import format_bytes, parse_bandwidth, parse_bytes, parse_du
 __all__ = [
     "ALGORITHMS",
     "STANDARD_LINKS",
+    "Attention",
+    "AttentionPass",
+    "AttentionRate",
     "Calibration",
     "CalibrationError",
     "CalibrationRow",
     "CollectiveKind",
     "CostModelError",
     "DeviceSpec",
+    "Gemm",
+    "GemmCalibration",
     "Group",
     "InvalidValueError",
+    "KernelParams",
     "Link",
     "LinkSpecError",
+    "MatmulTable",
+    "MatmulTableError",
     "NcclTable",
     "NcclTestsError",
     "Topology",
@@ -97,7 +116,9 @@ __all__ = [
     "binomial_tree_reduce",
     "bus_factor",
     "calibrate",
+    "calibrate_gemm",
     "check",
+    "check_gemm",
     "collective_seconds",
     "compute_seconds",
     "curve_terms",
@@ -106,6 +127,7 @@ __all__ = [
     "format_bytes",
     "get_preset",
     "hierarchical_seconds",
+    "kernel_seconds",
     "known_link_names",
     "load_topology",
     "loads_topology",
@@ -114,11 +136,13 @@ __all__ = [
     "parse_bytes",
     "parse_duration",
     "parse_link_spec",
+    "parse_matmul_table",
     "parse_nccl_tests",
     "peak_flops",
     "point_to_point_permute",
     "preset_names",
     "rabenseifner_all_reduce",
+    "read_matmul_table",
     "read_nccl_tests",
     "recursive_doubling_all_gather",
     "recursive_doubling_all_reduce",

@@ -10,6 +10,17 @@ Rules (a contract):
 - dtype lookup: the device's own entry if present, else the fallback chain below, else the
   "f32" peak. Integer and bool dtypes use the f32 peak unless the device lists them: their
   ops (gathers, masks, indices) are memory-bound, so the choice rarely matters.
+
+Kernel model (:func:`kernel_seconds`): a device that carries ``kernels`` parameters is priced
+per kernel shape instead: a :class:`~costmodel.kernels.Gemm` by :mod:`costmodel.gemm` (tile and
+wave quantisation, small-K penalty), an :class:`~costmodel.kernels.Attention` by
+:mod:`costmodel.attention` (measured FlashAttention throughput), anything else as a
+memory-bound kernel: ``max(flops / (peak · gemm_efficiency), bytes / (hbm_bw ·
+hbm_efficiency)) + launch_s`` (elementwise ops, norms, softmax, optimizer updates: their
+FLOPs are negligible next to their bytes). Every kernel pays the fixed ``launch_s`` of
+:class:`~costmodel.kernel_params.KernelParams` on top of its work (the device's
+``min_kernel_s`` floor is the flat model's). A device without the parameters falls back to
+:func:`compute_seconds` for every kernel, so its numbers are exactly the flat roofline's.
 """
 
 from __future__ import annotations
@@ -18,7 +29,10 @@ import logging
 
 import numpy as np
 
+from costmodel.attention import attention_seconds
 from costmodel.errors import InvalidValueError, UnknownDtypeError
+from costmodel.gemm import gemm_seconds
+from costmodel.kernels import Attention, Gemm, Kernel
 from costmodel.link import DeviceSpec
 
 logger = logging.getLogger(__name__)
@@ -84,3 +98,41 @@ def compute_seconds(flops: float | np.ndarray, bytes_moved: float | np.ndarray, 
     if seconds.ndim == 0:
         return float(seconds)
     return seconds
+
+
+def kernel_seconds(kernel: Kernel | None, flops: float, bytes_moved: float, dtype: str,
+                   device: DeviceSpec) -> float:
+    """Seconds of one kernel: by its shape when ``device`` has kernel parameters, else the
+    flat roofline (module docstring). ``flops`` and ``bytes_moved`` are the op's own counts
+    (the memory floor and the non-GEMM rule use them; a GEMM or attention times its shape).
+
+    A kernel with no FLOPs and no bytes (a view) costs 0, as in the flat model.
+
+    Raises:
+        InvalidValueError: negative or NaN counts. UnknownDtypeError: see :func:`peak_flops`.
+
+    Example:
+        >>> from costmodel import Gemm, get_preset
+        >>> h100 = get_preset("dgx-h100").device
+        >>> seconds = kernel_seconds(Gemm(m=4096, n=4096, k=4096), 2 * 4096**3, 3 * 2 * 4096**2,
+        ...                          "bf16", h100)
+        >>> 650 < 2 * 4096**3 / seconds / 1e12 < 800   # TFLOP/s, below the 989 peak
+        True
+    """
+    if device.kernels is None:
+        return float(compute_seconds(flops, bytes_moved, dtype, device))
+    for name, value in (("flops", flops), ("bytes_moved", bytes_moved)):
+        if not value >= 0:
+            raise InvalidValueError(f"{name} must be a non-negative number, got {value!r}",
+                                    field=name, value=value)
+    if flops == 0 and bytes_moved == 0:
+        return 0.0
+    peak = peak_flops(dtype, device)
+    if isinstance(kernel, Gemm):
+        return gemm_seconds(kernel, bytes_moved, peak, device)
+    if isinstance(kernel, Attention):
+        return attention_seconds(kernel, bytes_moved, peak, device)
+    params = device.kernels
+    return max(flops / (peak * params.gemm_efficiency),
+               bytes_moved / (device.hbm_bw_bytes_per_s * params.hbm_efficiency)) + \
+        params.launch_s

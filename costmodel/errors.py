@@ -86,3 +86,16 @@ class CalibrationError(CostModelError):
     def __init__(self, message: str, *, table: str = "") -> None:
         super().__init__(message)
         self.table = table
+
+
+class MatmulTableError(CostModelError):
+    """A matmul benchmark table (CSV) is unreadable, empty or has a bad row; names the file
+    and the 1-based line (0 for the whole file).
+
+    Fields: ``file``, ``line``, ``detail``.
+    """
+
+    def __init__(self, file: str, line: int, message: str) -> None:
+        where = f"{file}, line {line}: " if line else f"{file}: "
+        super().__init__(where + message)
+        self.file, self.line, self.detail = file, line, message

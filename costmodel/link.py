@@ -22,6 +22,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
 
 from costmodel.errors import InvalidValueError
+from costmodel.kernel_params import KernelParams
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +151,12 @@ class DeviceSpec:
     ``efficiency`` (0 < e ≤ 1) scales the peak to what real kernels reach; ``min_kernel_s`` is
     the floor of any kernel that does work (launch overhead). Keys of ``peak_flops_per_s`` are
     dtype names as in ``graphs.DType`` values: "bf16", "f16", "f32", "f64", "f8e4m3", "int8".
+
+    ``kernels`` (optional): the kernel-efficiency model's parameters
+    (:class:`costmodel.kernel_params.KernelParams`). Without them every kernel is priced by
+    the flat roofline (``efficiency`` × peak), exactly as before the field existed; with them
+    GEMMs, flash attention and memory-bound ops get their own models and ``efficiency`` is
+    not used (see :func:`costmodel.compute.kernel_seconds`).
     """
 
     name: str
@@ -158,8 +165,12 @@ class DeviceSpec:
     hbm_bw_bytes_per_s: float
     efficiency: float = 1.0
     min_kernel_s: float = 0.0
+    kernels: KernelParams | None = None
 
     def __post_init__(self) -> None:
+        if self.kernels is not None and not isinstance(self.kernels, KernelParams):
+            message = f"kernels must be a costmodel KernelParams or None, got {self.kernels!r}"
+            raise InvalidValueError(message, field="kernels", value=self.kernels)
         peaks = {str(k): _check_number(v, f"peak_flops_per_s[{k!r}]", positive=True,
                                        allow_inf=True)
                  for k, v in dict(self.peak_flops_per_s).items()}
@@ -184,7 +195,8 @@ class DeviceSpec:
 
     def __hash__(self) -> int:
         return hash((self.name, tuple(self.peak_flops_per_s.items()), self.hbm_bytes,
-                     self.hbm_bw_bytes_per_s, self.efficiency, self.min_kernel_s))
+                     self.hbm_bw_bytes_per_s, self.efficiency, self.min_kernel_s,
+                     self.kernels))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

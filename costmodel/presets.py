@@ -16,6 +16,12 @@ Efficiency 0.6 for every real device: large bf16 matmuls reach ~60-70% of dense 
 practice (e.g. ~600-700 of 989 TFLOP/s on H100), and the roofline applies it to every op.
 Minimum kernel time 4 µs on GPUs (CUDA launch overhead of a few µs), 1 µs on TPUs (XLA fuses
 and issues ops back to back without host launches).
+
+The H100 and A100 devices also carry kernel-model parameters (``DeviceSpec.kernels``: GEMM
+tile/wave quantisation, FlashAttention throughput, memory-bound ops at achievable HBM
+bandwidth; :func:`costmodel.compute.kernel_seconds`), which replace the flat efficiency for
+them; their sources are beside :data:`H100_KERNELS` and :data:`A100_KERNELS`. TPUs keep the
+flat roofline (the GEMM model is one of thread blocks on SMs).
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from __future__ import annotations
 import difflib
 import logging
 
+from costmodel.attention_data import A100_ATTENTION, H100_ATTENTION
 from costmodel.errors import UnknownPresetError
+from costmodel.kernel_params import KernelParams
 from costmodel.link import DeviceSpec, Link, Topology, TopologyLevel
 
 logger = logging.getLogger(__name__)
@@ -119,20 +127,55 @@ TPU_EFFICIENCY = 0.6
 GPU_MIN_KERNEL_S = 4e-6
 TPU_MIN_KERNEL_S = 1e-6
 
+# --- kernel model (costmodel.gemm, costmodel.attention) ------------------------------------
+# SM counts: H100 SXM5 132 SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper, "the
+# H100 SXM5 ... 132 SMs"); A100 108 SMs (NVIDIA A100 Tensor Core GPU Architecture whitepaper);
+# both as listed in stas00/ml-engineering compute/accelerator/README.md at
+# 7bc7c3054eb93c277a4755c597ae0864d77a63f1.
+#
+# H100 GEMM terms: fitted with costmodel.calibrate_gemm on OpenXLA's measured sm_90 bf16 table
+# (costmodel/data/gemm/xla-sm90-bf16.csv, provenance in its header), 3 significant digits:
+# ceiling 0.869 of the 989 TFLOP/s peak, small-K cost 136 K elements per tile, 5.71 µs per
+# kernel; median error 2.7 %, 90th percentile 12 %. Tile 128×128 (K step 64): a cuBLAS tile of
+# the "Matrix Multiplication Background User's Guide" (section 2.3); it fits the table best of
+# the tiles ≥ 128 (2.7 % median vs 4.1 % for 256×128); the table's power-of-two shapes cannot
+# separate smaller tiles (64×64: 2.4 %). Check against an independent measurement: the model
+# gives 792 TFLOP/s at the "maximum achievable matmul FLOPS" shape 2048×2048×13312 where
+# stas00/ml-engineering (compute/accelerator/README.md, commit above) measured 794.5.
+# HBM: 1832 GB/s STREAM triad of 2039 GB/s peak on an H100 PCIe (te42kyfo/gpu-benches
+# gpu-stream/h100_pcie.txt at 1c36d509ee717dca9215c27135fa1e611bb03ed1, full occupancy; the
+# peak as that repository's gpu-stream/plot.py lists it); no SXM5 (HBM3) run with provenance
+# was found, so the PCIe part's fraction stands in.
+H100_KERNELS = KernelParams(sm_count=132, gemm_tile=(128, 128), gemm_tile_k=64,
+                            gemm_efficiency=0.869, gemm_k_overhead=136.0, launch_s=5.71e-6,
+                            hbm_efficiency=1832 / 2039, attention=H100_ATTENTION)
+# A100: no matmul table with provenance; tile, small-K cost and launch carried over from the
+# H100 fit. The ceiling is set so that the model reproduces the measured maximum achievable
+# matmul FLOPS, 271.2 TFLOP/s at 1024×10240×5120 (stas00/ml-engineering, commit above):
+# 0.917 (the raw ratio 271.2/312 = 0.869 is what the best shape reaches, below a full-wave,
+# K → ∞ ceiling). HBM: 1759 GB/s triad of 2039 GB/s on an A100 80GB (gpu-benches
+# gpu-stream/a100_80.txt, commit above; the file does not name the SXM or PCIe variant, the
+# 2039 GB/s peak is the one plot.py lists).
+A100_KERNELS = KernelParams(sm_count=108, gemm_tile=(128, 128), gemm_tile_k=64,
+                            gemm_efficiency=0.917, gemm_k_overhead=136.0, launch_s=5.71e-6,
+                            hbm_efficiency=1759 / 2039, attention=A100_ATTENTION)
+
 # H100 SXM5 80GB: dense bf16/f16 989.4 TFLOP/s, FP8 1978.9, INT8 1978.9 TOPS, FP32 (non-tensor)
 # 67, FP64 tensor 67; 80 GB HBM3 at 3.35 TB/s (nvidia.com/en-us/data-center/h100).
 H100 = DeviceSpec(name="H100-SXM5-80GB",
                   peak_flops_per_s={"bf16": 989e12, "f16": 989e12, "f8e4m3": 1978.9e12,
                                     "int8": 1978.9e12, "f32": 67e12, "f64": 67e12},
                   hbm_bytes=80 * 10**9, hbm_bw_bytes_per_s=3.35e12,
-                  efficiency=GPU_EFFICIENCY, min_kernel_s=GPU_MIN_KERNEL_S)
+                  efficiency=GPU_EFFICIENCY, min_kernel_s=GPU_MIN_KERNEL_S,
+                  kernels=H100_KERNELS)
 # A100 SXM4 80GB: dense bf16/f16 312 TFLOP/s, INT8 624 TOPS, FP32 19.5, FP64 tensor 19.5;
 # 80 GB HBM2e at 2,039 GB/s (NVIDIA A100 datasheet).
 A100 = DeviceSpec(name="A100-SXM4-80GB",
                   peak_flops_per_s={"bf16": 312e12, "f16": 312e12, "int8": 624e12,
                                     "f32": 19.5e12, "f64": 19.5e12},
                   hbm_bytes=80 * 10**9, hbm_bw_bytes_per_s=2.039e12,
-                  efficiency=GPU_EFFICIENCY, min_kernel_s=GPU_MIN_KERNEL_S)
+                  efficiency=GPU_EFFICIENCY, min_kernel_s=GPU_MIN_KERNEL_S,
+                  kernels=A100_KERNELS)
 # TPU v5e: 197 TFLOP/s bf16, 394 int8; 16 GB HBM2 at 819 GB/s (cloud.google.com/tpu/docs/v5e).
 # f32 matmuls run as one bf16 MXU pass under JAX's default precision, hence f32 = bf16 peak.
 TPU_V5E = DeviceSpec(name="TPU-v5e",

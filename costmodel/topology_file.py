@@ -21,6 +21,10 @@ Schema (every table optional when ``base`` is given)::
     [device.peak_flops_per_s]             # merged into the base's; alias [device.peak_flops]
     bf16 = 989e12
 
+    [device.kernels]                      # optional: the kernel-efficiency model (below)
+    sm_count = 132
+    gemm_tile = [128, 128]
+
     [[levels]]                            # replaces the base's levels, inner→outer
     name = "node"
     devices = 8                           # omit on the outermost (unbounded) level
@@ -42,6 +46,25 @@ fraction of the link rate, in (0, 1])::
 
     node = {alpha = "0.89us", bw = "300GB/s", launch = "6.8us", pipeline = "17.4us",
             bus_efficiency = 0.775}
+
+Kernel model (``[device.kernels]``, see :mod:`costmodel.kernel_params`; absent means the flat
+roofline of ``efficiency`` and ``min_kernel``, so files written before it load as before):
+``sm_count`` (integer), ``gemm_tile`` ([rows, cols]), ``gemm_tile_k`` (integer),
+``gemm_efficiency`` and ``hbm_efficiency`` (fractions in (0, 1]), ``gemm_k_overhead`` (K
+elements, ≥ 0), ``launch`` (or ``launch_s``: per-kernel cost, a duration) and ``attention``, an
+array of measured FlashAttention points ``{pass = "fwd" | "bwd" | "fwd_bwd", causal = BOOL,
+head_dim = INT, seq = INT, tflops = NUMBER}``. With a ``base`` the given keys override the
+base's kernel parameters (``attention`` replaces its rows; ``sm_count`` is needed when the base
+has none); ``kernels = "none"`` in ``[device]`` drops the model (flat roofline)::
+
+    [device.kernels]
+    sm_count = 132
+    gemm_tile = [128, 128]
+    gemm_efficiency = 0.869
+    gemm_k_overhead = 136
+    launch = "5.71us"
+    hbm_efficiency = 0.898
+    attention = [{pass = "fwd", causal = true, head_dim = 128, seq = 4096, tflops = 579}]
 """
 
 from __future__ import annotations
@@ -57,6 +80,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from costmodel.errors import CostModelError, TopologyFileError
+from costmodel.kernel_params import AttentionRate, KernelParams
 from costmodel.link import DeviceSpec, Link, Topology, TopologyLevel
 from costmodel.linkspec import link_from_fields, parse_link_spec
 from costmodel.presets import get_preset
@@ -67,7 +91,10 @@ logger = logging.getLogger(__name__)
 FORMAT = "autoshard.topology/v1"
 _TOP_KEYS = ("format", "name", "base", "device", "levels", "links", "axes")
 _DEVICE_KEYS = ("name", "hbm", "hbm_bytes", "hbm_bw", "hbm_bw_bytes_per_s", "efficiency",
-                "min_kernel", "min_kernel_s", "peak_flops_per_s", "peak_flops")
+                "min_kernel", "min_kernel_s", "peak_flops_per_s", "peak_flops", "kernels")
+_KERNEL_KEYS = ("sm_count", "gemm_tile", "gemm_tile_k", "gemm_efficiency", "gemm_k_overhead",
+                "hbm_efficiency", "launch", "launch_s", "attention")
+_ATTENTION_KEYS = ("pass", "causal", "head_dim", "seq", "tflops")
 _LEVEL_KEYS = ("name", "devices", "link")
 _LINK_KEYS = ("name", "alpha", "alpha_s", "bw", "bw_bytes_per_s", "beta", "beta_s_per_byte",
               "launch", "launch_s", "pipeline", "pipeline_s", "bus_efficiency")
@@ -156,11 +183,65 @@ def _device(reader: _Reader, table: Any, base: DeviceSpec | None) -> DeviceSpec:
                                          base.hbm_bw_bytes_per_s if base else None),
             efficiency=table.get("efficiency", base.efficiency if base else 1.0),
             min_kernel_s=_quantity(reader, table, "device", ("min_kernel", "min_kernel_s"),
-                                   parse_duration, base.min_kernel_s if base else 0.0))
+                                   parse_duration, base.min_kernel_s if base else 0.0),
+            kernels=_kernels(reader, table.get("kernels"), base.kernels if base else None))
     except TopologyFileError:
         raise
     except CostModelError as exc:
         raise reader.fail("device", str(exc)) from None
+
+
+def _kernels(reader: _Reader, value: Any, base: KernelParams | None) -> KernelParams | None:
+    """``[device.kernels]`` merged over the base's kernel parameters (module docstring)."""
+    if value is None:
+        return base
+    if value == "none":
+        return None
+    table = reader.check_keys(value, _KERNEL_KEYS, "device.kernels")
+    fields: dict[str, Any] = {}
+    if base is not None:
+        fields = {name: getattr(base, name) for name in base.__dataclass_fields__}
+    for key in _KERNEL_KEYS[:6]:
+        if key in table:
+            fields[key] = table[key]
+    launch = reader.one(table, "device.kernels", "launch", "launch_s")
+    if launch is not None:
+        try:
+            fields["launch_s"] = parse_duration(launch[1]) if launch[0] == "launch" else \
+                launch[1]
+        except CostModelError as exc:
+            raise reader.fail(f"device.kernels.{launch[0]}", str(exc)) from None
+    if "attention" in table:
+        fields["attention"] = _attention(reader, table["attention"])
+    if "sm_count" not in fields:
+        raise reader.fail("device.kernels.sm_count", "is required (the base has no kernel "
+                                                     "parameters to inherit)")
+    try:
+        return KernelParams(**fields)
+    except CostModelError as exc:
+        field = getattr(exc, "field", "") or ""
+        raise reader.fail(f"device.kernels.{field.split()[0]}" if field else "device.kernels",
+                          str(exc)) from None
+
+
+def _attention(reader: _Reader, items: Any) -> tuple[AttentionRate, ...]:
+    if not isinstance(items, list):
+        raise reader.fail("device.kernels.attention", "must be an array of tables "
+                                                      "{pass, causal, head_dim, seq, tflops}")
+    rows = []
+    for index, item in enumerate(items):
+        where = f"device.kernels.attention[{index}]"
+        table = reader.check_keys(item, _ATTENTION_KEYS, where)
+        missing = [key for key in _ATTENTION_KEYS if key not in table]
+        if missing:
+            raise reader.fail(where, f"missing {', '.join(missing)}")
+        try:
+            rows.append(AttentionRate(pass_=table["pass"], causal=table["causal"],
+                                      head_dim=table["head_dim"], seq=table["seq"],
+                                      tflops=table["tflops"]))
+        except CostModelError as exc:
+            raise reader.fail(where, str(exc)) from None
+    return tuple(rows)
 
 
 def _levels(reader: _Reader, items: Any, known: Topology | None) -> tuple[TopologyLevel, ...]:
@@ -296,6 +377,20 @@ def _link_table(title: str, links: Mapping[str, Link]) -> list[str]:
     return ["", f"[{title}]", *(f"{_key(k)} = {_link_inline(v)}" for k, v in links.items())]
 
 
+def _kernel_lines(kernels: KernelParams | None) -> list[str]:
+    if kernels is None:
+        return []
+    lines = ["", "[device.kernels]", f"sm_count = {kernels.sm_count}",
+             f"gemm_tile = [{kernels.gemm_tile[0]}, {kernels.gemm_tile[1]}]",
+             f"gemm_tile_k = {kernels.gemm_tile_k}"]
+    lines += [f"{name} = {_value(getattr(kernels, name))}" for name in
+              ("gemm_efficiency", "gemm_k_overhead", "hbm_efficiency", "launch_s")]
+    rows = [f"  {{ pass = {_value(row.pass_.value)}, causal = {_value(row.causal)}, "
+            f"head_dim = {row.head_dim}, seq = {row.seq}, tflops = {_value(row.tflops)} }},"
+            for row in kernels.attention]
+    return [*lines, "attention = [", *rows, "]"]
+
+
 def dump_topology(topology: Topology) -> str:
     """The fully explicit TOML text of ``topology`` (no ``base``), loadable back exactly.
 
@@ -312,6 +407,7 @@ def dump_topology(topology: Topology) -> str:
              f"efficiency = {_value(device.efficiency)}",
              f"min_kernel_s = {_value(device.min_kernel_s)}", "", "[device.peak_flops_per_s]"]
     lines += [f"{_key(k)} = {_value(v)}" for k, v in device.peak_flops_per_s.items()]
+    lines += _kernel_lines(device.kernels)
     for level in topology.levels:
         lines += ["", "[[levels]]", f"name = {_value(level.name)}"]
         if level.devices is not None:

@@ -16,12 +16,38 @@ from graphs.errors import (
 from graphs.io import dump, dumps, load, loads
 from graphs.ir import DType, Op, Tensor, TensorRole
 from graphs.opgraph import OpGraph
+from graphs.ops.kernel_shape import AttentionShape, GemmShape
 from graphs.ops.registry import OpDef, TensorSpec, get_op, local_attrs, op_kinds, register_op
 from graphs.signature import DimSignature, FactorKind, bind_signature, parse_signature
 
 __all__ = [
-    "AttrError", "DType", "DimSignature", "FactorKind", "GraphError", "NotExecutableError", "Op",
-    "OpDef", "OpGraph", "SchemaError", "ShapeError", "StructureError", "Tensor", "TensorRole",
-    "TensorSpec", "UnknownOpError", "bind_signature", "dump", "dumps", "get_op", "load", "loads",
-    "local_attrs", "op_kinds", "parse_signature", "register_op", "zoo",
+    "AttentionShape",
+    "AttrError",
+    "DType",
+    "DimSignature",
+    "FactorKind",
+    "GemmShape",
+    "GraphError",
+    "NotExecutableError",
+    "Op",
+    "OpDef",
+    "OpGraph",
+    "SchemaError",
+    "ShapeError",
+    "StructureError",
+    "Tensor",
+    "TensorRole",
+    "TensorSpec",
+    "UnknownOpError",
+    "bind_signature",
+    "dump",
+    "dumps",
+    "get_op",
+    "load",
+    "loads",
+    "local_attrs",
+    "op_kinds",
+    "parse_signature",
+    "register_op",
+    "zoo",
 ]

@@ -16,6 +16,7 @@ from autoshard.errors import UsageError
 BENCHMARKS = {
     "calibration": "autoshard.bench.calibration",
     "enumerate": "autoshard.bench.enumerate",
+    "kernels": "autoshard.bench.kernels",
     "pipeline": "autoshard.bench.pipeline",
     "reshard": "autoshard.bench.reshard",
     "scale": "autoshard.bench.scale",

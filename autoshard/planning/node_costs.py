@@ -19,8 +19,8 @@ from autoshard.sharding.links import MeshLinks
 from autoshard.sharding.mesh import Mesh
 from autoshard.sharding.tensor_sharding import TensorSharding
 from autoshard.strategies.derive import Strategy, enumerate_strategies
-from costmodel import CollectiveKind, Topology, collective_seconds, compute_seconds
-from graphs import Op, OpGraph, TensorRole, TensorSpec, get_op
+from costmodel import Attention, CollectiveKind, Gemm, Topology, collective_seconds, kernel_seconds
+from graphs import AttentionShape, GemmShape, Op, OpDef, OpGraph, TensorRole, TensorSpec, get_op
 
 SOURCE_KINDS = ("input", "param", "state")
 
@@ -76,11 +76,13 @@ _NODE_CACHE: dict[tuple[Any, ...], NodeTerms] = {}
 
 def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: Mesh,
                topology: Topology, links: MeshLinks) -> NodeTerms:
-    """Price every strategy of ``op``: local roofline compute, intra-op and output collectives."""
+    """Price every strategy of ``op``: local compute (the device's kernel model on the local
+    GEMM/attention shape, or the flat roofline), intra-op and output collectives."""
     # strategies are a function of the structure and the mesh, and their labels name them
-    # (hashing the Strategy objects themselves cost ~10 % of a gpt2 plan)
+    # (hashing the Strategy objects themselves cost ~10 % of a gpt2 plan); the topology by its
+    # hash, not its repr (a kernel-model device's repr spells ~50 attention rows: 0.1 ms a call)
     key = (structure_key(graph, op), repr(mesh), tuple(s.label for s in strategies),
-           repr(topology), links.describe_key())
+           topology, links.describe_key())
     cached = _NODE_CACHE.get(key)
     if cached is not None:
         return cached
@@ -98,9 +100,10 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
             vec[k] = spec.nbytes
         if op.kind not in SOURCE_KINDS:
             flops[k] = opdef.flops(local_in, local_out, op.attrs)
-            compute[k] = compute_seconds(flops[k], opdef.bytes_moved(local_in, local_out,
-                                                                     op.attrs),
-                                         dtype, topology.device)
+            compute[k] = kernel_seconds(local_kernel(opdef, local_in, local_out, op.attrs),
+                                        flops[k], opdef.bytes_moved(local_in, local_out,
+                                                                    op.attrs),
+                                        dtype, topology.device)
         comm[k] = sum(c.seconds for c in intra_op_collectives(strat, links))
         fixup[k] = sum(r.seconds for r in output_fixups(graph, op, strat, links,
                                                           topology.device.hbm_bw_bytes_per_s))
@@ -116,6 +119,23 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
         array.setflags(write=False)  # shared by every op of this structure, never copied
     _NODE_CACHE[key] = terms
     return terms
+
+
+def local_kernel(opdef: OpDef, local_in: tuple[TensorSpec, ...],
+                 local_out: tuple[TensorSpec, ...], attrs: Any) -> Gemm | Attention | None:
+    """The costmodel kernel the op runs on its local shapes (the op's ``kernel`` hook), or None
+    for a kernel priced as memory-bound (or a local shape with an empty dimension)."""
+    shape = opdef.kernel(local_in, local_out, attrs) if opdef.kernel is not None else None
+    if isinstance(shape, GemmShape) and min(shape.m, shape.n, shape.k, shape.batch) >= 1:
+        return Gemm(m=shape.m, n=shape.n, k=shape.k, batch=shape.batch)
+    if isinstance(shape, AttentionShape) and min(shape.batch, shape.heads, shape.seq_q,
+                                                 shape.seq_k, shape.head_dim,
+                                                 shape.head_dim_v) >= 1:
+        return Attention(batch=shape.batch, heads=shape.heads, seq_q=shape.seq_q,
+                         seq_k=shape.seq_k, head_dim=shape.head_dim,
+                         head_dim_v=shape.head_dim_v, causal=shape.causal,
+                         backward=shape.backward)
+    return None
 
 
 def _compute_dtype(ins: tuple[TensorSpec, ...], outs: tuple[TensorSpec, ...]) -> str:

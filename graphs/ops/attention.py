@@ -25,6 +25,7 @@ import numpy as np
 from graphs.errors import ShapeError
 from graphs.ops import vjps
 from graphs.ops._common import need_rank, same_dtype
+from graphs.ops.kernel_shape import AttentionShape
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
 from graphs.signature import DimSignature, bind_signature
 
@@ -79,8 +80,17 @@ def _flops(ins: Specs, outs: Specs, attrs: Attrs) -> float:
     return 2.0 * b * s * t * hq * (d + e)
 
 
+def attention_kernel(ins: Specs, outs: Specs, attrs: Attrs, backward: bool = False
+                     ) -> AttentionShape:
+    """The flash-attention call on these (local) q, k, v shapes."""
+    b, s, hq, d = ins[0].shape
+    return AttentionShape(batch=b, heads=hq, seq_q=s, seq_k=ins[1].shape[1], head_dim=d,
+                          head_dim_v=ins[2].shape[3], causal=bool(attrs.get("causal", True)),
+                          backward=backward)
+
+
 register_op(OpDef(kind="attention", infer=_infer, signature=_signature, reference=_reference,
                   flops=_flops, partial_inputs=(frozenset({2}),), num_inputs=3,
-                  vjp=vjps.attention_vjp,
+                  vjp=vjps.attention_vjp, kernel=attention_kernel,
                   optional_attrs={"causal": True, "scale": None},
                   doc="Fused (flash) attention with GQA; see the module docstring."))

@@ -28,7 +28,8 @@ import numpy as np
 
 from graphs.errors import ShapeError
 from graphs.ops._common import same_dtype
-from graphs.ops.attention import infer_attention
+from graphs.ops.attention import attention_kernel, infer_attention
+from graphs.ops.kernel_shape import AttentionShape
 from graphs.ops.registry import Attrs, OpDef, Specs, register_op
 from graphs.signature import DimSignature, bind_signature
 
@@ -90,7 +91,12 @@ def _flops(ins: Specs, outs: Specs, attrs: Attrs) -> float:
     return 2.0 * b * s * t * hq * (3 * d + 2 * e)
 
 
+def _kernel(ins: Specs, outs: Specs, attrs: Attrs) -> AttentionShape:
+    return attention_kernel(ins, outs, attrs, backward=True)
+
+
 register_op(OpDef(kind="attention_bwd", infer=_infer, signature=_signature, reference=_reference,
                   flops=_flops, partial_inputs=(frozenset({3}),), num_inputs=4, num_outputs=3,
+                  kernel=_kernel,
                   optional_attrs={"causal": True, "scale": None},
                   doc="Flash-attention backward; see the module docstring."))

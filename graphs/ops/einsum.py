@@ -20,6 +20,7 @@ from graphs.errors import AttrError, ShapeError
 from graphs.ir import Op
 from graphs.ops._common import same_dtype, signature_text
 from graphs.ops._vjp import GradBuilder, Grads, aligned
+from graphs.ops.kernel_shape import GemmShape, einsum_gemm
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
 from graphs.signature import DimSignature, bind_signature
 
@@ -93,6 +94,11 @@ def _flops(ins: Specs, outs: Specs, attrs: Attrs) -> float:
     return 2.0 * total if set(sizes) - set(right) else total
 
 
+def _kernel(ins: Specs, outs: Specs, attrs: Attrs) -> GemmShape | None:
+    operands, right, sizes = _sizes(ins, attrs)
+    return einsum_gemm(operands, right, sizes)
+
+
 def einsum_vjp(grads: GradBuilder, op: Op, dys: Grads, needed: frozenset[int]) -> Grads:
     """Operand i's gradient is the einsum of dy with the other operands, in operand order with
     dy in slot i (``bsh,hf->bsf`` gives ``bsf,hf->bsh`` and ``bsh,bsf->hf``). Letters only
@@ -121,7 +127,7 @@ def einsum_vjp(grads: GradBuilder, op: Op, dys: Grads, needed: frozenset[int]) -
 
 EINSUM = register_op(OpDef(
     kind="einsum", infer=_infer, signature=_signature, reference=_reference, flops=_flops,
-    vjp=einsum_vjp,
+    vjp=einsum_vjp, kernel=_kernel,
     partial_inputs=tuple(frozenset({i}) for i in range(MAX_OPERANDS)),
     required_attrs={"equation": str},
     doc="NumPy einsum; partial_inputs lists {i} for every operand slot up to 8 (indices past "

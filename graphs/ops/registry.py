@@ -22,6 +22,9 @@ Contract of the callables (``ins``/``outs`` are tuples of :class:`TensorSpec`):
   cannot recover (``reshape``'s target shape: a split (a b) → a, b sharded on a or on b gives
   the same local data but different local shapes). None means the attrs are used unchanged;
   :func:`local_attrs` applies the rule.
+* ``kernel(ins, outs, attrs) -> GemmShape | AttentionShape | None`` (optional): the kernel
+  the op runs on these (local) shapes, for cost models that price GEMMs and flash attention by
+  shape (:mod:`graphs.ops.kernel_shape`); None, or no hook, means "not one of those".
 * ``updates`` (optimizer steps): ``updates[j]`` is the input that output ``j`` overwrites in
   place (the next step's parameter, master weights, moments). The memory model does not count
   such outputs twice, and the planner prices keeping the updated value in the layout its
@@ -88,6 +91,7 @@ class OpDef:
     doc: str = ""
     local_attrs: Callable[[Attrs, Specs, Specs], Attrs] | None = None
     updates: tuple[int, ...] = ()
+    kernel: Callable[[Specs, Specs, Attrs], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.required_attrs is None:

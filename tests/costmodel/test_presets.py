@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from costmodel import (
+    AttentionRate,
     DeviceSpec,
     InvalidValueError,
+    KernelParams,
     Link,
     LinkSpecError,
     Topology,
@@ -172,7 +174,8 @@ def test_device_validation() -> None:
 def test_repr_evaluates_back(name) -> None:
     topology = get_preset(name)
     namespace = {"Topology": Topology, "DeviceSpec": DeviceSpec, "TopologyLevel": TopologyLevel,
-                 "Link": Link, "inf": float("inf")}
+                 "Link": Link, "inf": float("inf"), "KernelParams": KernelParams,
+                 "AttentionRate": AttentionRate}
     assert eval(repr(topology), namespace) == topology
 
 
