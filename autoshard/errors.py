@@ -150,3 +150,13 @@ class PinnedMemoryError(InfeasibleError):
         super().__init__(f"no plan with these pins fits in {format_bytes(limit_bytes)} per "
                          f"device: the smallest needs {format_bytes(needed_bytes)}; {blame}")
         self.needed_bytes, self.limit_bytes, self.rules = needed_bytes, limit_bytes, rules
+
+
+class PipelineError(UsageError):
+    """A pipeline that cannot be built: more stages than layers, a ``pp`` size that does not
+    divide the devices, too few micro-batches for the schedule, bad ``--stages``."""
+
+    def __init__(self, message: str, *, stages: int | None = None,
+                 micro_batches: int | None = None, schedule: str | None = None) -> None:
+        super().__init__(message)
+        self.stages, self.micro_batches, self.schedule = stages, micro_batches, schedule

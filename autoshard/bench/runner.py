@@ -20,6 +20,7 @@ BENCHMARKS = {
     "fidelity": "autoshard.bench.fidelity",
     "kernels": "autoshard.bench.kernels",
     "moe-links": "autoshard.bench.moe_links",
+    "pipeline": "autoshard.bench.pipeline",
     "reshard": "autoshard.bench.reshard",
     "scale": "autoshard.bench.scale",
     "solver": "autoshard.bench.solver",

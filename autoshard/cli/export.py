@@ -19,6 +19,7 @@ import click
 from autoshard.cli.common import friendly_errors, parse_links, plan_step_options, shape_options
 from autoshard.errors import OutputExistsError, UsageError
 from autoshard.export.lowering import lower_plan_reshards
+from autoshard.export.pipeline_view import stage_overrides, stage_plan, with_pipeline
 from autoshard.export.plan_export import PlanFormat, export_plan
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
@@ -70,12 +71,20 @@ def export_text(*, plan_path: Path, fmt: str, out_file: Path | None, force: bool
     """Everything `export_command` does except writing; returns the exported text."""
     if out_file is not None:
         check_out_file(out_file, force)
-    plan = Plan.load(plan_path)
+    whole = Plan.load(plan_path)
+    overrides: dict[str, Any] = dict(parse_links(link_specs))
+    plan = stage_plan(whole) or whole
+    if plan is not whole:
+        if model is not None:
+            raise UsageError("--model checks a plan's fingerprint, which a pipelined plan "
+                             "records for the whole model; export it without --model")
+        overrides = stage_overrides(whole, topology, overrides)
     view = plan_shardings(plan)
-    topo, links = plan_links(plan, view.mesh, topology, parse_links(link_specs))
+    topo, links = plan_links(plan, view.mesh, topology, overrides)
     _check_model(plan, view.mesh, topo, links, model, training, optimizer, recompute, shape)
     reshards = lower_plan_reshards(plan, view, links, float(topo.device.hbm_bw_bytes_per_s))
-    return export_plan(plan, view, reshards, fmt)
+    text = export_plan(plan, view, reshards, fmt)
+    return text if plan is whole else with_pipeline(text, whole, fmt)
 
 
 def check_out_file(out_file: Path, force: bool) -> None:

@@ -17,10 +17,17 @@ from autoshard.cli.common import (
     training_options,
 )
 from autoshard.cli.pin_options import chosen_pins, pin_options, show_pins
+from autoshard.cli.pipeline_options import (
+    check_unused,
+    pipeline_choice,
+    pipeline_options,
+    stage_builder,
+)
 from autoshard.cli.trace import check_trace_path
 from autoshard.errors import OutputExistsError, UsageError, VerificationFailedError
 from autoshard.planning.batch import batch_plan
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
+from autoshard.planning.pipeline.pipelined import has_pipeline, plan_pipeline, split_mesh
 from autoshard.planning.planner import plan
 from autoshard.planning.record import Plan
 from autoshard.planning.summary import summary_text
@@ -63,6 +70,7 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
              global_batch: int | None = None, micro_batch: int | None = None,
              grad_accum: int | None = None, overlap: str = "op", trace: Path | None = None,
              expert_axes: str | None = None,
+             schedule: str = "auto", stages_text: str | None = None, virtual_stages: int = 2,
              **overrides: Any) -> None:
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
@@ -75,18 +83,32 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
     requested_gap = OPTIMALITY_GAP if gap is None else gap
     batches = batch_plan(mesh, batch=overrides.get("batch"), global_batch=global_batch,
                          micro_batch=micro_batch, grad_accum=grad_accum)
-    graph = load_model(model, {**{k: overrides.get(k) for k in SHAPE_OVERRIDES},
-                               "batch": batches.graph_batch})
+    shapes = {**{k: overrides.get(k) for k in SHAPE_OVERRIDES}, "batch": batches.graph_batch}
+    graph = load_model(model, shapes)
     limit = float(parse_bytes(memory)) if memory is not None else None
-    result = plan(graph, mesh, topology=topology, links=parse_links(link_specs),
-                  memory_limit=limit, time_limit=time_limit, model_name=model,
-                  allow_uneven=allow_uneven, training=training, optimizer=optimizer,
-                  recompute=recompute, reserve=float(parse_bytes(reserve)),
-                  progress=sys.stderr.isatty() and not quiet, gap=requested_gap,
-                  pins=chosen_pins(strategy, pin_files, mesh),
-                  micro_batches=batches.micro_batches, overlap=overlap,
-                  expert_axes=tuple(a.strip() for a in expert_axes.split(","))
-                  if expert_axes else None)
+    common: dict[str, Any] = {
+        "topology": topology, "links": parse_links(link_specs), "memory_limit": limit,
+        "time_limit": time_limit, "model_name": model, "allow_uneven": allow_uneven,
+        "optimizer": optimizer, "recompute": recompute, "reserve": float(parse_bytes(reserve)),
+        "progress": sys.stderr.isatty() and not quiet, "gap": requested_gap,
+        "micro_batches": batches.micro_batches, "overlap": overlap}
+    if has_pipeline(mesh):
+        if expert_axes:
+            raise UsageError("--expert-axes is not available with a pp axis yet: plan the "
+                             "experts on the mesh without pp")
+        if not training or verify:
+            raise UsageError("a mesh with a pp axis plans a pipelined training step: add "
+                             "--training (--verify of pipelined plans is not available yet)")
+        _, inner = split_mesh(mesh)
+        result = plan_pipeline(graph, mesh, stage_graph=stage_builder(model, shapes),
+                               pipeline=pipeline_choice(schedule, stages_text, virtual_stages),
+                               pins=chosen_pins(strategy, pin_files, inner), **common)
+    else:
+        check_unused(schedule, stages_text)
+        result = plan(graph, mesh, training=training,
+                      pins=chosen_pins(strategy, pin_files, mesh), **common,
+                      expert_axes=tuple(a.strip() for a in expert_axes.split(","))
+                      if expert_axes else None)
     if verify:
         result = verify_and_attach(result, graph)
     written = [str(p) for p in result.save(out_dir)] if out_dir is not None else []
@@ -163,11 +185,15 @@ def _json_summary(result: Plan, written: list[str]) -> str:
               help="Run the plan on an emulated mesh (NumPy, dims scaled down) and compare with "
                    "the unsharded model; the verdict goes into plan.json; exit 1 on a mismatch.")
 @pin_options()
+@pipeline_options()
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @friendly_errors
 def plan_command(print_pins: bool, **options: Any) -> None:
     """Plan a model on a mesh (no arguments: gpt2 on dp=2,tp=4 of dgx-h100).
+
+    A mesh axis named pp is a pipeline: it splits the layers into stages (--schedule,
+    --stages) and the other axes shard each stage.
 
     With --strategy or --pin the plan keeps the given layouts and optimises the rest; with
     every tensor pinned (--pin plan.json) it evaluates that plan on this mesh and topology.

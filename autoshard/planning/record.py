@@ -168,6 +168,7 @@ class Plan:
     verification: Mapping[str, Any] | None = None
     pins: Mapping[str, Any] | None = None
     throughput: Mapping[str, Any] | None = None
+    pipeline: Mapping[str, Any] | None = None  # stages, schedule, timeline (pipelined plans)
 
     def __post_init__(self) -> None:
         """Give every tensor record the plan's mesh (what its framework objects need)."""
@@ -220,6 +221,7 @@ class Plan:
             **({"verification": dict(self.verification)} if self.verification else {}),
             **({"pins": dict(self.pins)} if self.pins is not None else {}),
             **({"throughput": dict(self.throughput)} if self.throughput else {}),
+            **({"pipeline": dict(self.pipeline)} if self.pipeline else {}),
         }
 
     def to_json(self) -> str:
@@ -339,4 +341,5 @@ def _plan_from_dict(d: Mapping[str, Any]) -> Plan:
         verification=d.get("verification"),
         pins=d.get("pins"),
         throughput=d.get("throughput"),
+        pipeline=d.get("pipeline"),
     )

@@ -3,6 +3,8 @@ recomputed from the decoded records (the planner checks that the two agree)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from autoshard.planning.edge_costs import Edge
@@ -67,13 +69,19 @@ def step_seconds(ops: list[Op], op_records: dict[str, OpRecord],
         if record.overlap.startswith("layer "):
             layered.append(record)
             continue
-        if not record.overlap:
-            total += record.count * record.seconds
-            continue
-        hider = op_records[record.overlap.removeprefix("op ")]
-        local = sum(c.seconds for c in record.collectives if c.kind in LOCAL_KINDS)
-        busiest = max(axis_seconds(record).values(), default=0.0)
-        total += record.count * (local + max(0.0, busiest - hider.compute_s))
+        total += record.count * exposed_seconds(record, op_records)
     if layered:
         total += layer_seconds(ops, op_records, layered, options.micro_batches)
     return total
+
+
+def exposed_seconds(record: ReshardRecord, op_records: Mapping[str, OpRecord]) -> float:
+    """Seconds of one run of ``record`` on the critical path: all of it when exposed, what
+    the hiding op's compute does not cover when overlapped behind one op (``op ...``); a
+    collective pooled in a layer window (``layer ...``) is counted in full here."""
+    if not record.overlap.startswith("op "):
+        return record.seconds
+    hider = op_records[record.overlap.removeprefix("op ")]
+    local = sum(c.seconds for c in record.collectives if c.kind in LOCAL_KINDS)
+    busiest = max(axis_seconds(record).values(), default=0.0)
+    return local + max(0.0, busiest - hider.compute_s)

@@ -68,6 +68,7 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     if plan.verification is not None:
         verdict = "passed" if plan.verification.get("passed") else "FAILED"
         lines.append(f"verified   {plan.verification.get('message') or verdict}")
+    lines.extend(_pipeline_lines(plan.pipeline))
     lines.extend(_top_collectives(plan))
     lines.extend(_param_placements(plan))
     if outputs:
@@ -131,4 +132,30 @@ def _param_placements(plan: Plan) -> list[str]:
         label = pattern if len(names) > 1 else names[0]
         count = f" ({len(names)} layers)" if len(names) > 1 else ""
         lines.append(f"  {label:<40} {' '.join(placements)}{count}")
+    return lines
+
+
+def _pipeline_lines(pipeline: Any) -> list[str]:
+    """The schedule and one row per stage: layers, devices, memory, busy time, tail, end."""
+    if not pipeline:
+        return []
+    v = pipeline["chunks_per_stage"]
+    chunks = f" x {v} chunks" if v > 1 else ""
+    lines = [f"pipeline   {pipeline['schedule']} ({pipeline['torch_schedule']}), "
+             f"{pipeline['stages']} stages{chunks}, {pipeline['micro_batches']} micro-batches, "
+             f"bubble {pipeline['bubble_fraction']:.1%}, p2p "
+             f"{format_seconds(pipeline['p2p_send_s'])} per transfer",
+             "  " + "  ".join(f"{k}={v}" for k, v in pipeline.get("pp_link", {}).items()),
+             f"  {'stage':>5}  {'layers':<18} {'devices':<12} {'memory':>10} {'busy':>11} "
+             f"{'sync+opt':>11} {'ends':>11}"]
+    for row in pipeline["stage"]:
+        layers = " ".join(f"{a}-{b - 1}" for a, b in row["layers"])
+        extras = "".join(x for x, on in ((" +emb", row["embedding"]), (" +head", row["head"]))
+                         if on)
+        devices = row["devices"]
+        shown = ",".join(map(str, devices)) if len(devices) <= 4 else f"{len(devices)} devices"
+        lines.append(f"  {row['stage']:>5}  {layers + extras:<18} {shown:<12} "
+                     f"{format_bytes(row['memory_bytes']):>10} "
+                     f"{format_seconds(row['busy_s']):>11} {format_seconds(row['tail_s']):>11} "
+                     f"{format_seconds(row['finish_s']):>11}")
     return lines

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from autoshard.planning.record import Plan
+from autoshard.timeline.pipeline import pipeline_timeline
 from autoshard.timeline.schedule import step_timeline
 from autoshard.timeline.slices import Slice, Timeline, Track
 
@@ -89,7 +90,7 @@ def trace_json(timeline: Timeline) -> str:
 def write_trace(plan: Plan, path: str | Path) -> Timeline:
     """Lay out ``plan``'s step and write it to ``path`` (making its directory) as a Chrome
     trace; return the timeline."""
-    timeline = step_timeline(plan)
+    timeline = pipeline_timeline(plan) if plan.pipeline else step_timeline(plan)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(trace_json(timeline))

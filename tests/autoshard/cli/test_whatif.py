@@ -61,7 +61,7 @@ def test_printed_pins_plan_like_the_strategy(saved, tmp_path) -> None:
 
 @pytest.mark.parametrize(("args", "code", "needle"), [
     (("--mesh", "dp=4", "--strategy", "megatron"), 2, "needs a tensor-parallel axis"),
-    (("--mesh", "dp=2,pp=2", "--strategy", "fsdp"), 2, 'mesh axis "pp" has no role'),
+    (("--mesh", "dp=2,cp=2", "--strategy", "fsdp"), 2, 'mesh axis "cp" has no role'),
     (("--strategy", "zero3"), 2, "zero3"),
     (("--pin", "/nonexistent/pins.toml"), 2, "no such file"),
 ])

@@ -1,0 +1,1 @@
+"""Pipeline parallelism: schedules, their simulated timeline, stage boundaries and memory."""

@@ -1,0 +1,202 @@
+"""Per-layer seconds and bytes of an intra-stage plan: what the stage partition works with.
+
+The intra-stage plan is an ordinary plan (one micro-batch, the non-``pp`` axes); its records
+say, per op, the seconds of one run and the local shapes. Here they are summed per layer
+(:func:`~autoshard.planning.layers.layer_of`) and phase: forward; backward split into B
+(input gradients) and W (the ops that produce a parameter's gradient, which the zero-bubble
+schedule defers); and the tail that runs once per step (the gradient sync into the optimizer
+and the optimizer itself). Each reshard is charged to its consumer op, at what the step model
+charges it (exposed in full, or what the op it hides behind does not cover). Ops outside every
+layer are the embedding (``pre``: before the first layer's forward) or the head and loss
+(``post``), placed on the first and last stage.
+
+Bytes per device: parameters, their gradients and optimizer state (resident all step), the
+forward outputs a backward op reads (kept per micro-batch in flight), and the activation that
+crosses each layer boundary (what a stage sends to the next).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from autoshard.planning.layers import layer_of
+from autoshard.planning.record import Plan
+from autoshard.planning.step_problem import exposed_seconds
+from graphs import Op, OpGraph, TensorRole
+
+STATIC_ROLES = (TensorRole.PARAM, TensorRole.GRAD, TensorRole.OPTIMIZER_STATE)
+PREFIXES = ("bwd/", "opt/", "grad/", "recompute/")
+
+
+@dataclass(frozen=True, slots=True)
+class PartCost:
+    """One layer (or the embedding, or the head) on one device of its stage: seconds per
+    micro-batch of forward, B and W; seconds per step of its tail; bytes resident all step
+    (``static_bytes``) and saved per micro-batch in flight (``activation_bytes``)."""
+
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    weight_s: float = 0.0
+    tail_s: float = 0.0
+    static_bytes: float = 0.0
+    activation_bytes: float = 0.0
+
+    def __add__(self, other: PartCost) -> PartCost:
+        return PartCost(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
+
+    def scaled(self, factor: float) -> PartCost:
+        return PartCost(*(a * factor for a in _fields(self)))
+
+    @property
+    def compute_s(self) -> float:
+        """Forward plus whole backward, per micro-batch."""
+        return self.forward_s + self.backward_s + self.weight_s
+
+
+def _fields(cost: PartCost) -> tuple[float, ...]:
+    return (cost.forward_s, cost.backward_s, cost.weight_s, cost.tail_s, cost.static_bytes,
+            cost.activation_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerCosts:
+    """The parts of a model as an intra-stage plan prices them: ``pre`` (embedding), one
+    :class:`PartCost` per layer, ``post`` (head and loss), and ``boundary_bytes``, the local
+    bytes of one micro-batch's activation from one layer to the next."""
+
+    pre: PartCost
+    layers: tuple[PartCost, ...]
+    post: PartCost
+    boundary_bytes: float
+
+
+def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
+    """Sum ``plan``'s records per part of ``graph`` (the training graph it was planned on)."""
+    ops = graph.topo_ops()
+    part_of = _parts(ops)
+    sums: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    phase = {op.name: _phase(graph, op) for op in ops}
+    m = max(plan.objective.micro_batches, 1)
+    for op in ops:
+        record = plan.ops[op.name]
+        per_run = record.compute_s + record.comm_s
+        sums[part_of[op.name]][phase[op.name]] += per_run * (record.count / m
+                                                             if phase[op.name] != "tail"
+                                                             else record.count)
+    for reshard in plan.reshards:
+        consumer = reshard.consumer if reshard.consumer in part_of else reshard.producer
+        if consumer not in part_of:
+            continue
+        where = phase[consumer] if reshard.count > 1 or phase[consumer] == "tail" else "tail"
+        scale = reshard.count / m if where != "tail" else reshard.count
+        sums[part_of[consumer]][where] += scale * exposed_seconds(reshard, plan.ops)
+    for part, static, saved in _bytes(graph, ops, plan, part_of, phase):
+        sums[part]["static"] += static
+        sums[part]["saved"] += saved
+    layers = sorted(k for k in sums if k >= 0)
+    return LayerCosts(pre=_cost(sums[PRE]), layers=tuple(_cost(sums[k]) for k in layers),
+                      post=_cost(sums[POST]), boundary_bytes=_boundary(graph, ops, plan,
+                                                                        part_of))
+
+
+PRE, POST = -1, -2
+
+
+def _parts(ops: list[Op]) -> dict[str, int]:
+    """Layer index per op; PRE for non-layer ops whose forward comes before the first layer,
+    POST for the rest (a backward or optimizer op follows its forward op's name)."""
+    forward_index: dict[str, int] = {}
+    first_layer = len(ops)
+    for index, op in enumerate(ops):
+        if not op.name.startswith(PREFIXES):
+            forward_index[op.name] = index
+            if layer_of(op.name) is not None:
+                first_layer = min(first_layer, index)
+    parts = {}
+    for op in ops:
+        found = layer_of(op.name)
+        if found is not None:
+            parts[op.name] = found[0]
+            continue
+        base = op.name
+        for prefix in PREFIXES:
+            base = base.removeprefix(prefix)
+        index = _forward_match(base, forward_index)
+        parts[op.name] = PRE if index is not None and index < first_layer else POST
+    return parts
+
+
+def _forward_match(base: str, forward_index: dict[str, int]) -> int | None:
+    """The forward op ``base`` names (``head.1`` → ``head``, ``embed.tokens.m`` →
+    ``embed.tokens``): the longest dotted prefix that is a forward op."""
+    pieces = base.split(".")
+    for cut in range(len(pieces), 0, -1):
+        index = forward_index.get(".".join(pieces[:cut]))
+        if index is not None:
+            return index
+    return None
+
+
+def _phase(graph: OpGraph, op: Op) -> str:
+    if op.name.startswith("opt/"):
+        return "tail"
+    if op.name.startswith("recompute/"):  # activation recomputation runs in the backward
+        return "backward"
+    if op.name.startswith(("bwd/", "grad/")):
+        makes_grad = any(graph.tensors[t].role is TensorRole.GRAD for t in op.outputs)
+        return "weight" if makes_grad else "backward"
+    return "forward"
+
+
+def _local_bytes(plan: Plan, graph: OpGraph, op: Op) -> Iterable[tuple[str, float]]:
+    record = plan.ops[op.name]
+    for name, shape in zip(op.outputs, record.local_outputs, strict=True):
+        yield name, float(math.prod(shape)) * graph.tensors[name].dtype.itemsize
+
+
+def _bytes(graph: OpGraph, ops: list[Op], plan: Plan, part_of: dict[str, int],
+           phase: dict[str, str]) -> Iterable[tuple[int, float, float]]:
+    consumers = _consumers(ops)
+    for op in ops:
+        for name, nbytes in _local_bytes(plan, graph, op):
+            role = graph.tensors[name].role
+            if role in STATIC_ROLES:
+                yield part_of[op.name], nbytes, 0.0
+            elif phase[op.name] == "forward" and any(
+                    phase[c] in ("backward", "weight") for c in consumers.get(name, ())):
+                yield part_of[op.name], 0.0, nbytes
+
+
+def _consumers(ops: list[Op]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = defaultdict(list)
+    for op in ops:
+        for name in op.inputs:
+            found[name].append(op.name)
+    return found
+
+
+def _boundary(graph: OpGraph, ops: list[Op], plan: Plan, part_of: dict[str, int]) -> float:
+    """Largest local bytes of forward tensors one layer hands the next (the residual
+    stream); zero for a model with fewer than two layers."""
+    consumers = _consumers(ops)
+    crossing: dict[int, float] = defaultdict(float)
+    for op in ops:
+        layer = part_of[op.name]
+        if layer < 0 or op.name.startswith(PREFIXES):
+            continue
+        for name, nbytes in _local_bytes(plan, graph, op):
+            later = [part_of[c] for c in consumers.get(name, ())
+                     if not c.startswith(PREFIXES) and part_of[c] > layer]
+            if later:
+                crossing[layer] += nbytes
+    return max(crossing.values(), default=0.0)
+
+
+def _cost(sums: dict[str, float]) -> PartCost:
+    return PartCost(forward_s=sums.get("forward", 0.0), backward_s=sums.get("backward", 0.0),
+                    weight_s=sums.get("weight", 0.0), tail_s=sums.get("tail", 0.0),
+                    static_bytes=sums.get("static", 0.0),
+                    activation_bytes=sums.get("saved", 0.0))

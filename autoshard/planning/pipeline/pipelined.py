@@ -1,0 +1,236 @@
+"""Plan a model on a mesh with a pipeline axis: the ``pp`` axis splits the layers into stages,
+the other axes shard each stage as an ordinary plan does.
+
+How (Alpa's split of the problem, Zheng et al. 2022, arXiv:2201.12023: an intra-operator
+solve per stage under an inter-operator partition):
+
+1. The intra-stage plan: a stage model, the model with ``min(ceil(L / p), 4)`` layers (built
+   by ``stage_graph``; the whole model when none is given), planned on the mesh without ``pp``
+   for one micro-batch and ``m`` micro-batches per step, under the device's memory. The
+   planner's periodic solve makes every layer pick the same layouts, so one solve of a short
+   stack prices every layer of every stage (four layers: the shortest stack the periodic
+   solve recognises). When no cut fits with those layouts (a stage holds more layers than the
+   stage model, and more micro-batches in flight), the stage model is re-planned under a
+   budget lowered by the shortfall scaled to its share of a stage (up to four solves, each
+   re-solve limited to 60 s unless a time limit is given: its plan then states its gap), so
+   the solver trades speed for memory (ZeRO-style sharded state) as a full stage must.
+2. Its records summed per layer (:mod:`.layer_costs`): forward, backward (B and W), the
+   per-step tail (gradient sync of the layer's parameters over the data-parallel axes, after
+   the last micro-batch, and its optimizer step), bytes.
+3. The boundary activation's point-to-point transfer priced on the ``pp`` axis's link
+   (``costmodel`` collective-permute, calibrated curves on GPU presets).
+4. Schedule and boundaries (:mod:`.search`) by simulated step time under per-stage memory.
+
+The Plan returned keeps the intra-stage plan's tensors, ops and reshards (the layouts every
+stage uses, for the stage model's layers) and adds ``pipeline``: the schedule, the
+micro-batches, per stage its layers, devices, memory and time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from autoshard.errors import MemoryTooSmallError, PipelineError
+from autoshard.planning.layers import layer_of
+from autoshard.planning.pipeline.layer_costs import LayerCosts, layer_costs
+from autoshard.planning.pipeline.record import pipeline_objective, pipeline_record
+from autoshard.planning.pipeline.schedules import parse_schedule
+from autoshard.planning.pipeline.search import Choice, Setting, choose
+from autoshard.planning.planner import fingerprint, plan, training_step_graph
+from autoshard.planning.record import Plan
+from autoshard.planning.throughput import throughput
+from autoshard.sharding.links import MeshLinks, resolve_topology
+from autoshard.sharding.mesh import Mesh
+from costmodel import CollectiveKind, Topology, collective_seconds, peak_flops
+from graphs import OpGraph, TensorRole
+
+PP_AXIS = "pp"
+STAGE_MODEL_LAYERS = 4  # the stage model's layers: the periodic solve's minimum stack
+MEMORY_ATTEMPTS = 4  # stage-model solves under a shrinking budget before giving up
+RESOLVE_TIME_LIMIT_S = 60.0  # per memory-constrained re-solve unless --time-limit is given
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineOptions:
+    """``schedule``: gpipe, 1f1b, interleaved, zb-h1 or auto (searched); ``stages``: layers per
+    stage (per chunk for interleaved) to fix the boundaries; ``virtual``: chunks per stage of
+    the interleaved schedule."""
+
+    schedule: str = "auto"
+    stages: tuple[int, ...] | None = None
+    virtual: int = 2
+
+
+def has_pipeline(mesh: Mesh) -> bool:
+    return PP_AXIS in mesh.axis_names
+
+
+def split_mesh(mesh: Mesh) -> tuple[int, Mesh]:
+    """The pipeline degree and the mesh of one stage (the other axes, in order)."""
+    p = mesh.axis_size(PP_AXIS)
+    rest = tuple((n, s) for n, s in mesh.axes if n != PP_AXIS)
+    return p, Mesh(axes=rest or (("dp", 1),))
+
+
+def model_layers(graph: OpGraph) -> int:
+    """Number of repeated layers in a forward graph (0 when it has none)."""
+    return len({found[0] for op in graph.topo_ops()
+                if (found := layer_of(op.name)) is not None})
+
+
+def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
+                  stage_graph: Callable[[int], OpGraph] | None = None,
+                  pipeline: PipelineOptions | None = None,
+                  topology: Topology | str = "dgx-h100",
+                  links: Mapping[str, Any] | None = None, memory_limit: float | None = None,
+                  reserve: float = 0.0, optimizer: str = "adamw", recompute: str = "none",
+                  micro_batches: int = 1, model_name: str | None = None,
+                  **plan_options: Any) -> Plan:
+    """Plan ``forward`` (a forward-only graph of the whole model) on ``mesh``, whose ``pp``
+    axis is the pipeline; a training step (see the module docstring). ``stage_graph(k)``
+    builds the same model with ``k`` layers; ``plan_options`` go to :func:`autoshard.plan`
+    for the intra-stage plan (pins, strategy, overlap, gap, time_limit, ...).
+
+    Raises:
+        PipelineError: more stages than layers, a schedule the micro-batches cannot run,
+            bad ``--stages``.
+        MemoryTooSmallError: no stage cut fits the memory.
+    """
+    options = pipeline or PipelineOptions()
+    schedule = None if options.schedule == "auto" else parse_schedule(options.schedule)
+    p, inner = split_mesh(mesh)
+    layers = _check_layers(forward, p)
+    topo = resolve_topology(topology)
+    limit = float(topo.device.hbm_bytes) if memory_limit is None else float(memory_limit)
+    per_stage = math.ceil(layers / p)
+    size = min(per_stage, STAGE_MODEL_LAYERS)
+    stage = stage_graph(size) if stage_graph is not None and size < layers else forward
+    train = training_step_graph(stage, optimizer, recompute)
+    full_links = MeshLinks.build(mesh, topo, dict(links or {}))
+    budget = limit
+    shortfall: MemoryTooSmallError | None = None
+    for attempt in range(MEMORY_ATTEMPTS):
+        options_now = dict(plan_options)
+        if attempt and options_now.get("time_limit") is None:
+            options_now["time_limit"] = RESOLVE_TIME_LIMIT_S
+        try:
+            intra = plan(train, inner, topology=topo,
+                         links=stage_links(full_links, topo, links), memory_limit=budget,
+                         reserve=reserve, micro_batches=micro_batches, model_name=model_name,
+                         **options_now)
+        except MemoryTooSmallError:
+            if shortfall is None:
+                raise
+            raise shortfall from None  # the stage, not the shrunk stage model, is the culprit
+        stage_costs = layer_costs(train, intra)
+        costs = _model_costs(stage_costs, layers)
+        setting = _setting(intra, stage_costs, costs, full_links, options, p, micro_batches,
+                           limit, reserve)
+        try:
+            choice = choose(costs, setting, schedule)
+            break
+        except MemoryTooSmallError as exc:
+            shortfall = exc
+            over = exc.needed_bytes - setting.limit_bytes
+            budget -= over * len(stage_costs.layers) / per_stage
+            if attempt == MEMORY_ATTEMPTS - 1 or budget <= reserve:
+                raise
+    return _pipelined_plan(forward, mesh, topo, full_links, intra, choice, setting,
+                           reserve=reserve, stage_layers=len(stage_costs.layers))
+
+
+def _setting(intra: Plan, stage_costs: LayerCosts, costs: LayerCosts, full_links: MeshLinks,
+             options: PipelineOptions, p: int, micro_batches: int, limit: float,
+             reserve: float) -> Setting:
+    """What the search needs besides the layer costs: the boundary transfer on the pp link and
+    the working set the stage model's peak holds beyond its state and saved activations."""
+    send_s = float(collective_seconds(CollectiveKind.COLLECTIVE_PERMUTE, costs.boundary_bytes,
+                                      full_links.group((PP_AXIS,))))
+    static = sum(part.static_bytes for part in (stage_costs.pre, *stage_costs.layers,
+                                                stage_costs.post))
+    saved = intra.memory_breakdown.get("activations_saved", 0.0)
+    transient = max(intra.peak_bytes_per_device - reserve - static - saved, 0.0)
+    return Setting(stages=p, micro_batches=micro_batches, send_s=send_s,
+                   limit_bytes=limit - reserve, transient_bytes=transient,
+                   virtual=options.virtual, layers=options.stages)
+
+
+def _check_layers(forward: OpGraph, p: int) -> int:
+    layers = model_layers(forward)
+    if p > max(layers, 1):
+        raise PipelineError(f"pp={p} stages but the model has {layers} layers; use at most "
+                            f"{layers} pipeline stages", stages=p)
+    if any(t.role is TensorRole.GRAD for t in forward.tensors.values()):
+        raise PipelineError("a pipelined plan starts from the forward graph (it builds the "
+                            "backward per stage); give the model, not a training graph",
+                            stages=p)
+    return layers
+
+
+def stage_links(full: MeshLinks, topology: Topology,
+                links: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Link overrides for the stage mesh so that each axis is priced on the links it spans in
+    the whole mesh: without ``pp`` an outer axis's stride shrinks (``dp`` of
+    ``dp=4,pp=4,tp=4`` spans 64 devices, of ``dp=4,tp=4`` 16), so an axis whose whole-mesh
+    group is one link gets that link; a multi-level one keeps the stage mesh's levels."""
+    _, inner = split_mesh(full.mesh)
+    natural = MeshLinks.build(inner, topology, {})
+    out = {axis: spec for axis, spec in (links or {}).items() if axis != PP_AXIS}
+    for name in inner.axis_names:
+        if name in out or name not in full.mesh.axis_names:
+            continue
+        levels = full.axis(name).levels
+        if len(levels) == 1 and natural.axis(name).levels != levels:
+            out[name] = levels[0][1]
+    return out
+
+
+def _model_costs(stage: LayerCosts, layers: int) -> LayerCosts:
+    """The stage model's layers averaged into one layer, repeated for the whole model's."""
+    if not stage.layers:
+        raise PipelineError("the model shows no repeated layers (names like layers.3.…) to "
+                            "split into pipeline stages")
+    total = stage.layers[0]
+    for part in stage.layers[1:]:
+        total = total + part
+    mean = total.scaled(1.0 / len(stage.layers))
+    return dataclasses.replace(stage, layers=(mean,) * layers)
+
+
+def _pipelined_plan(forward: OpGraph, mesh: Mesh, topo: Topology, links: MeshLinks,
+                    intra: Plan, choice: Choice, setting: Setting, *, reserve: float,
+                    stage_layers: int) -> Plan:
+    step_s = choice.timeline.step_s
+    record = pipeline_record(mesh, choice, setting, intra, stage_layers)
+    record["pp_link"] = next(row for row in links.describe() if row.get("axis") == PP_AXIS)
+    params = [t for t in forward.tensors.values() if t.role is TensorRole.PARAM]
+    dtype = params[0].dtype.value if params else "f32"
+    rate = throughput(forward, step_s=step_s, devices=mesh.size,
+                      peak_flops_per_s=peak_flops(dtype, topo.device),
+                      micro_batches=setting.micro_batches, training=True)
+    settings = {**dict(intra.stats.get("settings", {})), "schedule": choice.schedule.value,
+                "pp": setting.stages}
+    return dataclasses.replace(
+        intra, mesh=tuple(zip(mesh.axis_names, mesh.axis_sizes, strict=True)),
+        objective=pipeline_objective(intra, choice, setting, stage_layers),
+        peak_bytes_per_device=max(choice.stage_bytes) + reserve,
+        limit_bytes=setting.limit_bytes + reserve,  # the device's, not the stage model's budget
+        memory_breakdown=_breakdown(choice, setting, reserve),
+        fingerprint=fingerprint(forward, mesh, topo, links),
+        notes=(*intra.notes, *record["notes"]),
+        stats={**dict(intra.stats), "settings": settings}, throughput=rate,
+        pipeline={k: v for k, v in record.items() if k != "notes"})
+
+
+def _breakdown(choice: Choice, setting: Setting, reserve: float) -> dict[str, float]:
+    """The fullest stage's bytes by kind (the summary's memory line)."""
+    s = max(range(setting.stages), key=lambda i: choice.stage_bytes[i])
+    part = choice.stage_parts[s]
+    held = choice.timeline.peak_in_flight[s] / choice.chunks_per_stage
+    return {"params_grads_optimizer": part.static_bytes,
+            "activations_in_flight": held * part.activation_bytes,
+            "transient": setting.transient_bytes, "reserve": reserve}

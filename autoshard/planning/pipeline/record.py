@@ -1,0 +1,73 @@
+"""What a pipelined plan records: ``plan.json``'s ``pipeline`` section and its objective."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from autoshard.planning.pipeline.search import Choice, Setting
+from autoshard.planning.record import Objective, Plan
+from autoshard.sharding.mesh import Mesh
+
+NOTES = (
+    "pipelined: the tensors, ops and reshards are the intra-stage plan's, for a stage model "
+    "with as many layers as the largest stage; every stage uses these layouts",
+    "pipelined: objective.total_s is the simulated step (schedule timeline with bubbles, "
+    "point-to-point transfers on the pp link and per-stage gradient sync and optimizer "
+    "tails); compute_s, comm_s and hidden_s are one average stage's share of the intra-stage "
+    "plan's; lower_bound_s is the busiest stage's work (no bubble)",
+)
+
+
+def stage_devices(mesh: Mesh, stage: int) -> list[int]:
+    """Device ids of one pipeline stage (the mesh positions whose pp coordinate is it)."""
+    grid = np.asarray(mesh.device_ids).reshape(mesh.axis_sizes)
+    return [int(d) for d in np.take(grid, stage, axis=mesh.axis_index("pp")).ravel()]
+
+
+def pipeline_record(mesh: Mesh, choice: Choice, setting: Setting, intra: Plan,
+                    stage_layers: int) -> dict[str, Any]:
+    p, v = setting.stages, choice.chunks_per_stage
+    timeline = choice.timeline
+    starts, counts = choice.cut.starts, choice.cut.layers
+    held = [max(1, n) for n in timeline.peak_in_flight]
+    stages = []
+    for s in range(p):
+        chunks = [k for k in range(len(counts)) if k % p == s]
+        part = choice.stage_parts[s]
+        stages.append({
+            "stage": s,
+            "layers": [[starts[k], starts[k] + counts[k]] for k in chunks],
+            "embedding": 0 in chunks, "head": len(counts) - 1 in chunks,
+            "devices": stage_devices(mesh, s),
+            "memory_bytes": choice.stage_bytes[s],
+            "static_bytes": part.static_bytes,
+            "activation_bytes": held[s] / v * part.activation_bytes,
+            "in_flight": timeline.peak_in_flight[s],
+            "forward_s": part.forward_s, "backward_s": part.backward_s + part.weight_s,
+            "busy_s": timeline.busy_s[s], "tail_s": part.tail_s,
+            "finish_s": timeline.finish_s[s] + part.tail_s,
+        })
+    return {"schedule": choice.schedule.value, "torch_schedule": choice.schedule.torch_class,
+            "micro_batches": setting.micro_batches, "stages": p, "chunks_per_stage": v,
+            "layers_per_chunk": list(counts), "step_s": timeline.step_s,
+            "bubble_fraction": timeline.bubble_fraction, "p2p_send_s": setting.send_s,
+            "chunk_costs": [[c.forward_s, c.backward_s, c.weight_s]
+                            for c in choice.cut.chunks],
+            "stage_model_layers": stage_layers, "intra_stage_total_s":
+                intra.objective.total_s, "stage": stages, "notes": NOTES}
+
+
+def pipeline_objective(intra: Plan, choice: Choice, setting: Setting,
+                       stage_layers: int) -> Objective:
+    model_layers = sum(choice.cut.layers)
+    share = model_layers / setting.stages / max(stage_layers, 1)
+    obj = intra.objective
+    bound = max(b + part.tail_s for b, part in zip(choice.timeline.busy_s, choice.stage_parts,
+                                                   strict=True))
+    return dataclasses.replace(
+        obj, total_s=choice.timeline.step_s, compute_s=obj.compute_s * share,
+        comm_s=obj.comm_s * share, hidden_s=obj.hidden_s * share,
+        lower_bound_s=min(bound, choice.timeline.step_s))

@@ -1,0 +1,92 @@
+"""``autoshard plan`` on a mesh with a pp axis, end to end: files, summary, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from autoshard.cli import main
+
+SMALL = ("--model", "llama3-8b", "--layers", "8", "--seq", "128", "--hidden", "256", "--ffn",
+         "512", "--heads", "8", "--training")
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_pipelined_plan_writes_stages_and_prints_the_table(tmp_path) -> None:
+    result = run("plan", *SMALL, "--mesh", "dp=2,pp=2,tp=2", "--global-batch", "32",
+                 "--micro-batch", "2", "--schedule", "1f1b", "--stages", "4,4", "--out",
+                 str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "pipeline   1f1b (Schedule1F1B), 2 stages, 8 micro-batches" in result.output
+    record = json.loads((tmp_path / "plan.json").read_text())["pipeline"]
+    assert record["schedule"] == "1f1b" and record["micro_batches"] == 8
+    assert [row["layers"] for row in record["stage"]] == [[[0, 4]], [[4, 8]]]
+    assert record["stage"][0]["devices"] == [0, 1, 4, 5]
+    assert record["stage"][0]["embedding"] and record["stage"][1]["head"]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--mesh", "pp=16", "--global-batch", "16", "--micro-batch", "1"),
+     "pp=16 stages but the model has 8 layers"),
+    (("--mesh", "dp=2,pp=4", "--global-batch", "4", "--micro-batch", "1", "--schedule",
+      "1f1b"), "needs at least as many micro-batches as pipeline stages (4), got 2"),
+    (("--mesh", "pp=2,tp=2", "--stages", "4,x"), "--stages"),
+    (("--mesh", "dp=2,tp=2", "--schedule", "1f1b"), "apply to a mesh with a pp axis"),
+])
+def test_pipeline_bad_input_is_one_line(args, needle) -> None:
+    result = run("plan", *SMALL, *args)
+    assert result.exit_code == 2, result.output
+    assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+def test_pp_without_training_is_refused() -> None:
+    result = run("plan", "--model", "gpt2", "--layers", "2", "--mesh", "pp=2")
+    assert result.exit_code == 2
+    assert "add --training" in result.output
+
+
+def test_export_gives_split_points_and_schedule_class(tmp_path) -> None:
+    """The DTensor script's split spec starts each chunk where plan.json says it starts, and
+    its schedule class is torch's for that schedule; JSON keeps the record, JAX states it."""
+    out = tmp_path / "plan"
+    planned = run("plan", *SMALL, "--mesh", "dp=2,pp=2,tp=2", "--global-batch", "32",
+                  "--micro-batch", "2", "--schedule", "interleaved", "--out", str(out), "-q")
+    assert planned.exit_code == 0, planned.output
+    record = json.loads((out / "plan.json").read_text())["pipeline"]
+    script = tmp_path / "dtensor.py"
+    result = run("export", str(out / "plan.json"), "--format", "dtensor", "--out", str(script))
+    assert result.exit_code == 0, result.output
+    pipelining = pytest.importorskip("torch.distributed.pipelining")
+    namespace: dict = {}
+    exec(compile(script.read_text(), str(script), "exec"), namespace)
+    starts = [chunk[0] for row in record["stage"] for chunk in row["layers"]]
+    assert namespace["PIPELINE_SPLIT_POINTS"] == [f"layers.{s}" for s in sorted(starts)[1:]]
+    assert namespace["PIPELINE_SCHEDULE"] == "ScheduleInterleaved1F1B"
+    assert namespace["pipeline_schedule_class"]() is pipelining.ScheduleInterleaved1F1B
+    exported = json.loads(run("export", str(out / "plan.json")).output)
+    assert exported["pipeline"] == record
+    jax = run("export", str(out / "plan.json"), "--format", "jax").output
+    assert "#   stage 1: layers" in jax
+
+
+def test_trace_has_one_process_per_stage_ending_at_the_step(tmp_path) -> None:
+    trace_path = tmp_path / "trace.json"
+    result = run("plan", *SMALL, "--mesh", "pp=2,tp=2", "--global-batch", "8",
+                 "--micro-batch", "2", "--schedule", "zb-h1", "--out", str(tmp_path / "p"),
+                 "--trace", str(trace_path))
+    assert result.exit_code == 0, result.output
+    trace = json.loads(trace_path.read_text())
+    record = json.loads((tmp_path / "p" / "plan.json").read_text())
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"stage 0", "stage 1"}
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    end_us = max(e["ts"] + e["dur"] for e in slices)
+    assert end_us == pytest.approx(record["objective"]["total_s"] * 1e6, rel=1e-6)
+    weights = [e for e in slices if e["name"].startswith("weight grad")]
+    assert len(weights) == 2 * record["pipeline"]["micro_batches"]
