@@ -77,4 +77,5 @@ def throughput(forward: OpGraph, *, step_s: float, devices: int, peak_flops_per_
             "peak_flops_per_s_per_device": peak_flops_per_s,
             "mfu": flops / (step_s * devices * peak_flops_per_s) if peak_flops_per_s else None,
             "definition": "PaLM appendix B: 6N + 12LHQT per token (training), N = matmul "
-                          "parameters"}
+                          "parameters a token passes through (routed experts at top-k of "
+                          "experts)"}
