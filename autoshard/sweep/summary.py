@@ -108,8 +108,9 @@ def summary_markdown(table: pd.DataFrame, *, command: str, machine: str,
              f"Machine: {machine}.", "",
              f"{len(table)} points, {feasible} with a plan. The best mesh of each device "
              "count is the feasible one with the shortest step (the highest tokens per "
-             "second at that batch and sequence length). Times are the planner's cost "
-             "model (alpha-beta collectives, roofline compute), not measurements.", ""]
+             "second at that batch and sequence length). Times are the planner's predicted "
+             "step (the topology's collective and compute models, with overlap and "
+             "micro-batches), not measurements.", ""]
     lines += _unproven(table)
     for label, rows in studies(table):
         lines += [f"## {label}", "", *_study_table(rows), ""]
