@@ -116,11 +116,11 @@ def node_terms(graph: OpGraph, op: Op, strategies: tuple[Strategy, ...], mesh: M
         for vec, spec in zip((*in_bytes, *out_bytes), (*local_in, *local_out), strict=True):
             vec[k] = spec.nbytes
         if op.kind not in SOURCE_KINDS:
-            work = getattr(strat, "work", 1)
-            flops[k] = work * opdef.flops(local_in, local_out, op.attrs)
-            compute[k] = work * kernel_seconds(
-                local_kernel(opdef, local_in, local_out, op.attrs),
-                opdef.flops(local_in, local_out, op.attrs),
+            # a ring-attention strategy runs its local block ``work`` times (one per ring step)
+            one_flops = opdef.flops(local_in, local_out, op.attrs)
+            flops[k] = strat.work * one_flops
+            compute[k] = strat.work * kernel_seconds(
+                local_kernel(opdef, local_in, local_out, op.attrs), one_flops,
                 opdef.bytes_moved(local_in, local_out, op.attrs), dtype, topology.device)
         comm[k] = sum(c.seconds for c in intra_op_collectives(strat, links, compute[k]))
         fixup[k] = sum(r.seconds for r in output_fixups(graph, op, strat, links,
