@@ -62,3 +62,24 @@ def test_a_training_sweep_prices_pp_points_with_their_schedule(tmp_path: Path) -
     assert (tmp_path / "frontier.png").exists()
     summary = (tmp_path / "summary.md").read_text()
     assert "--pp 2" in summary and "frontier.png" in summary
+
+
+def test_the_frontier_is_every_point_nothing_beats_in_both() -> None:
+    import itertools
+
+    from autoshard.sweep.plots import frame, frontier
+    from tests.autoshard.sweep.test_report import row
+
+    values = [(8, 3.0, 1.0), (4, 2.0, 3.0), (2, 2.5, 2.0), (1, 1.0, 4.0), (16, 1.5, 1.5),
+              (32, 2.0, 2.0)]
+    rows = [row(f"dp={d}", d, t, 0.0) for d, t, _ in values]
+    for r, (_, _, peak) in zip(rows, values, strict=True):
+        r["peak_bytes_per_device"] = repr(peak)
+    table = frame(rows)
+    got = sorted(frontier(table)["mesh"])
+    points = [(float(t), float(p), f"dp={d}") for d, t, p in values]
+    want = sorted(name for t, p, name in points if not any(
+        (t2 <= t and p2 <= p) and (t2, p2) != (t, p) for t2, p2, _ in points))
+    assert got == want
+    times = list(frontier(table)["total_s"])  # by increasing memory: each step faster
+    assert all(a > b for a, b in itertools.pairwise(times))
