@@ -230,7 +230,6 @@ def _breakdown(choice: Choice, setting: Setting, reserve: float) -> dict[str, fl
     """The fullest stage's bytes by kind (the summary's memory line)."""
     s = max(range(setting.stages), key=lambda i: choice.stage_bytes[i])
     part = choice.stage_parts[s]
-    held = choice.timeline.peak_in_flight[s] / choice.chunks_per_stage
     return {"params_grads_optimizer": part.static_bytes,
-            "activations_in_flight": held * part.activation_bytes,
+            "activations_in_flight": choice.held_bytes[s],
             "transient": setting.transient_bytes, "reserve": reserve}
