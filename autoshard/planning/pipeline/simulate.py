@@ -161,8 +161,8 @@ def held_bytes(spans: Sequence[tuple[Task, float, float]], activation_bytes: flo
     forward saves ``activation_bytes``; a whole backward frees them; a split backward's B
     frees them but keeps ``residual_bytes`` (what its W reads: the weight-gradient GEMMs'
     saved inputs and output gradients, Qi et al. 2023 §2.1 and Table 1: ``M_W``) until its W
-    runs. So a
-    stage that defers Ws (ZB-H1: stage ``s`` up to ``s``) holds more than under 1F1B.
+    runs. So a stage that defers Ws (ZB-H1: stage ``s`` up to ``s``) holds more than under
+    1F1B.
 
     >>> from autoshard.planning.pipeline.schedules import Schedule
     >>> zb = simulate(Schedule.ZB_H1, [ChunkCost(1.0, 1.0, 1.0)] * 4, 8, 4)
