@@ -14,7 +14,7 @@ What runs (all in NumPy, float64):
    :class:`Send`. The optimizer does not run per micro-batch.
 2. **Accumulation.** Every device sums its gradient blocks over the micro-batches and
    divides by their number (the loss is a mean over the batch, so the step's gradient is the
-   mean of the micro-batch ones, as Megatron-LM scales each micro-batch's loss by ``1/m``).
+   mean of the micro-batch ones).
 3. **The optimizer**, once per step on each stage, from the accumulated gradients: the
    plan's reshards into the optimizer step (the data-parallel gradient sync) and the step.
 
