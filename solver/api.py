@@ -13,6 +13,8 @@ and an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from solver.clock import Clock
 from solver.errors import UnknownBackendError
 from solver.exact import exhaustive
@@ -29,7 +31,8 @@ BACKENDS = ("auto", "highs", "cpsat", "dp", "exhaustive")
 
 def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str = "auto", *,
           reductions: bool = True, gap: float = OPTIMALITY_GAP,
-          known_bound: float | None = None) -> Solution:
+          known_bound: float | None = None,
+          free_choices: Sequence[int] | None = None) -> Solution:
     """Choose one option per node at minimum cost within the memory limit.
 
     Args:
@@ -82,16 +85,18 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
     if chain is not None and not problem.memory_rows():
         return solve_periodic(problem, chain, clock, gap, before)
     if chain is not None:
-        return _solve_chain_with_memory(problem, chain, clock, gap, before, known_bound)
+        return _solve_chain_with_memory(problem, chain, clock, gap, before, known_bound,
+                                        None if free_choices is None else tuple(free_choices))
     return solve_graph(problem, clock, backend, reductions, gap, known_bound, before)
 
 
 def _solve_chain_with_memory(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
-                             before: Sizes, known_bound: float | None) -> Solution:
+                             before: Sizes, known_bound: float | None,
+                             free_choices: tuple[int, ...] | None) -> Solution:
     """Memory priced on the periodic road first (:mod:`solver.memory_price`); only a plan
     further than ``GOOD_ENOUGH_GAP`` from its bound goes on to the tied search, which starts
     from the better of the two bounds and keeps the better plan."""
-    priced = solve_priced(problem, chain, clock, gap, before, known_bound)
+    priced = solve_priced(problem, chain, clock, gap, before, known_bound, free_choices)
     if priced is not None and closed(priced.objective, priced.bound, GOOD_ENOUGH_GAP):
         return priced
     bound = known_bound if priced is None else priced.bound

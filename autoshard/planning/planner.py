@@ -376,7 +376,8 @@ class _Planner:
         try:
             # the unconstrained optimum is a proven lower bound of the constrained problem
             return solver.solve(problem, time_limit=remaining, backend=options.backend,
-                                known_bound=free.bound, gap=options.gap)
+                                known_bound=free.bound, gap=options.gap,
+                                free_choices=free.choices)
         except solver.Infeasible as exc:
             if self.masks:  # blame the pins only when some plan fits without them
                 unpinned = self.restriction.unpinned_infeasible(
