@@ -11,7 +11,8 @@ seconds, which a machine shared with other jobs inflates less):
   3594df948093cdb3c5ef4846e5d95f8c4a8584eb: tensor_parallelism 4, pipeline_parallelism 4,
   virtual_pipeline_parallelism 5, context_parallelism 2, sequence_parallelism True,
   global_batch_size 512, micro_batch_size 1, seq_length 8192, use_distributed_optimizer),
-  evaluated with pins: the ``megatron-sp`` hand plan inside each stage, the interleaved
+  evaluated with pins: the ``megatron-sp-distopt`` hand plan (tensor + sequence parallel,
+  distributed optimizer) inside each stage, the interleaved
   schedule with 5 chunks per stage of 4 layers each (Megatron splits the layers evenly).
   autoshard has no context-parallel axis, so the recipe's CP 2 is folded into data
   parallelism (dp = 64 / (4·4) = 4): same devices, same micro-batch per replica, sequence
@@ -71,7 +72,8 @@ def jobs(quick: bool) -> list[Job]:
     return [
         Job("target-70b", target70, 15.0),
         Job("target-70b-selective", (*target70, "--recompute", "selective"), 15.0),
-        Job("recipe-70b", (*batch70, "--mesh", "dp=4,pp=4,tp=4", "--strategy", "megatron-sp",
+        Job("recipe-70b", (*batch70, "--mesh", "dp=4,pp=4,tp=4", "--strategy",
+                           "megatron-sp-distopt",
                            "--schedule", "interleaved", "--virtual-stages", "5",
                            "--stages", ",".join(["4"] * 20))),
         Job("search-70b-dp4-pp4-tp4", (*batch70, "--mesh", "dp=4,pp=4,tp=4")),

@@ -25,11 +25,12 @@ PIN_HELP = (
 )
 STRATEGY_HELP = (
     "Evaluate a named hand plan instead of searching (auto): ddp, zero1, zero2, fsdp (ZeRO-3), "
-    "megatron (TP on the tensor axis, data parallel on the others) or megatron-sp (plus "
-    "sequence parallel). Axis roles come from axis names: dp/data/ddp/batch/replica are "
-    "replicated data axes, fsdp/zero/shard sharded data axes (ZeRO and FSDP shard over them, "
-    "or over every data axis when there are none), tp/tensor/model/mp the tensor axis; a digit "
-    "or _suffix keeps the role (dp0, dp_inter)."
+    "megatron (TP on the tensor axis, data parallel on the others), megatron-sp (plus "
+    "sequence parallel) or megatron-sp-distopt (plus Megatron's distributed optimizer: "
+    "optimizer state sharded over the data axes). Axis roles come from axis names: "
+    "dp/data/ddp/batch/replica are replicated data axes, fsdp/zero/shard sharded data axes "
+    "(ZeRO and FSDP shard over them, or over every data axis when there are none), "
+    "tp/tensor/model/mp the tensor axis; a digit or _suffix keeps the role (dp0, dp_inter)."
 )
 
 

@@ -29,6 +29,8 @@ and AdamW moments: the paper's K = 12):
   ZeRO-1 would cost exactly ZeRO-2's memory.
 * ``zero2``: as ``zero1`` with gradients reduced as produced: 2Ψ + 14Ψ/N.
 * ``fsdp``: parameters sharded too, gathered where forward and backward read them: 16Ψ/N.
+* ``megatron-sp-distopt``: ``megatron-sp`` with Megatron-LM's distributed optimizer, ZeRO-1
+  over the data axes on top of the tensor-parallel split: (4 + 12/N)Ψ/t.
 
 Approximations: gradients are reduced tensor by tensor (no buckets: many small tensors each pay a
 collective's latency, where DDP and ZeRO fuse them into ~25 MB buckets); FSDP and ZeRO shard each
@@ -50,7 +52,8 @@ from autoshard.planning.pins import FREE, Pins, load_pins, parse_pins
 from autoshard.sharding.mesh import Mesh
 
 AUTO = "auto"
-STRATEGIES = ("ddp", "zero1", "zero2", "fsdp", "megatron", "megatron-sp")
+STRATEGIES = ("ddp", "zero1", "zero2", "fsdp", "megatron", "megatron-sp",
+              "megatron-sp-distopt")
 ROLE_NAMES = {
     "fsdp": ("fsdp", "zero", "shard", "dp_shard"),
     "dp": ("dp", "data", "ddp", "batch", "replica", "dp_replicate"),

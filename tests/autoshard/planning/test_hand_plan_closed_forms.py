@@ -197,3 +197,37 @@ def test_zero_communication_is_the_papers(strategy, volume) -> None:
                 moved += c.bytes * (2 if c.kind == "all_reduce" else 1)
     psi_bytes = sum(math.prod(plan.tensors[w].shape) * 2 for w in weights)
     assert moved == pytest.approx(volume * psi_bytes, rel=1e-12)
+
+
+# ------------------------------------------------ Megatron's distributed optimizer
+def _device_elements(record, mesh: autoshard.Mesh) -> float:
+    shards = math.prod(size for (_, size), p in zip(mesh.axes, record.placements, strict=True)
+                       if p.startswith("S("))
+    return math.prod(record.shape) / shards
+
+
+def test_distributed_optimizer_state_is_megatrons_12_bytes_over_t_and_d() -> None:
+    # Megatron-LM docs/source/distrib_optimizer.md: with the distributed optimizer the fp32
+    # main weights and Adam moments (12 bytes a parameter) are split over the d data-parallel
+    # ranks on top of the tensor-parallel split; layer norms are not split by TP. Megatron-SP
+    # without it keeps all 12 bytes on every data-parallel rank.
+    graph = zoo.build("gpt2", layers=2, batch=4, seq=8, hidden=256, heads=4, vocab=512)
+    mesh, t, d = autoshard.Mesh.parse("dp=4,tp=2"), 2, 4
+    plans = {s: autoshard.plan(graph, mesh, training=True, strategy=s)
+             for s in ("megatron-sp", "megatron-sp-distopt")}
+    params = {n: r for n, r in plans["megatron-sp"].tensors.items()
+              if r.role == "param" and n.startswith("layers.")}
+    split = sum(math.prod(r.shape) for n, r in params.items() if len(r.shape) == 2)
+    whole = sum(math.prod(r.shape) for n, r in params.items() if len(r.shape) == 1
+                and "norm" in n)
+    biases = sum(math.prod(r.shape) for n, r in params.items() if len(r.shape) == 1
+                 and "norm" not in n)
+    for strategy, shards in (("megatron-sp", 1), ("megatron-sp-distopt", d)):
+        records = plans[strategy].tensors
+        state = sum(_device_elements(r, mesh) * 4 for n, r in records.items()
+                    if n.startswith("opt/layers.") and r.role == "optimizer_state")
+        # AdamW: fp32 master + m + v = 12 bytes; column-parallel biases are split by TP,
+        # the row-parallel ones are not (Megatron adds them after the reduction)
+        low = 12 * (split / t + whole + biases / t) / shards
+        high = 12 * (split / t + whole + biases) / shards
+        assert low - 1e-9 <= state <= high + 1e-9, (strategy, state, low, high)

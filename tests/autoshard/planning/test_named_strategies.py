@@ -28,7 +28,7 @@ from graphs import zoo
 from tests.support import DATA_DIR
 
 DATA = ("ddp", "zero1", "zero2", "fsdp")
-TENSOR = ("megatron", "megatron-sp")
+TENSOR = ("megatron", "megatron-sp", "megatron-sp-distopt")
 SMALL = {"layers": 2, "batch": 8, "seq": 16, "hidden": 64}
 TINY = {"layers": 1, "batch": 8, "seq": 8, "hidden": 32}   # 3-axis meshes: many options
 
