@@ -35,7 +35,7 @@ from solver.periodic import (
     interior_groups,
     periodic_lp,
 )
-from solver.periodic_close import MAX_VARS, close_gap
+from solver.periodic_close import MAX_VARS, close_gap, worth_closing
 from solver.polish import decided_elsewhere, fix, tied_run
 from solver.problem import ChoiceProblem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
@@ -69,6 +69,7 @@ class _Search:
     how: str = ""  # how the best plan was polished: "", "near" or "all"
     best_ends: int = 0  # distinct end blocks of the LP the best plan came from
     duals: np.ndarray | None = None  # row multipliers of the last LP's best bound
+    weight: np.ndarray | None = None  # that answer's x of each LP node's chosen option
 
     def done(self, gap: float) -> bool:
         return self.best is not None and closed(self.best_value, self.bound, gap)
@@ -102,7 +103,7 @@ class _Search:
                                   self.gap):
             self.clock.lap("periodic_lp")
             if relaxed.duals is not None and relaxed.bound >= lp_bound:
-                self.duals = relaxed.duals
+                self.duals, self.weight = relaxed.duals, relaxed.weight
             lp_bound = max(lp_bound, relaxed.bound)
             self.bound = max(self.bound, lp_bound)
             if relaxed.x is not None and relaxed.x.tobytes() not in tried:
@@ -137,7 +138,8 @@ class _Search:
     def close(self, agg: Aggregated, lp: PeriodicLP, ends: int) -> None:
         """The partial MIP of the LP (:mod:`solver.periodic_close`): a tighter bound, and a
         plan when its point is a better one."""
-        if self.duals is None or self.best is None or lp.form.num_vars > MAX_VARS:
+        if self.duals is None or self.best is None or self.weight is None \
+                or not worth_closing(lp, agg, self.weight):
             return
         remaining = self.clock.remaining()
         closed = close_gap(lp, agg, self.duals, self.best_value, remaining, self.gap)
