@@ -156,6 +156,7 @@ class LPAnswer:
     weight: np.ndarray | None = None
     next_is_cheap: bool = False
     duals: np.ndarray | None = None
+    values: np.ndarray | None = None  # the LP's x (options only), when it has a primal
 
 
 def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP
@@ -190,7 +191,8 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     logger.info("support LP: value %.10g, bound %.10g", value, bound)
     last = first if support.x is None else LPAnswer(
         support.x, bound, support.weight,
-        duals=support.duals if support.bound >= first.bound else first.duals)
+        duals=support.duals if support.bound >= first.bound else first.duals,
+        values=support.values)
     yield last
     if converged:
         return
@@ -200,7 +202,8 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     barrier = _solve_highs_lp(form, time_limit, barrier=True)
     kept = barrier if barrier.x is not None else last
     yield LPAnswer(kept.x, max(bound, barrier.bound), kept.weight,
-                   duals=barrier.duals if barrier.bound >= bound else last.duals)
+                   duals=barrier.duals if barrier.bound >= bound else last.duals,
+                   values=kept.values)
 
 
 def _left(time_limit: float | None, start: float) -> float | None:
@@ -246,7 +249,7 @@ def _solve_on_support(form: Formulation, primal: np.ndarray | None, largest: np.
     choice, weight = decode_weighted(form, values)
     value = float(form.obj @ values + form.constant)
     return LPAnswer(choice, dual_bound(form, run.duals, factor), weight,
-                    duals=run.duals), value
+                    duals=run.duals, values=values[:form.num_x]), value
 
 
 def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) -> LPAnswer:
@@ -262,7 +265,7 @@ def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) 
     if run.x is None:
         return LPAnswer(None, bound, duals=run.duals)
     choice, weight = decode_weighted(form, run.x)
-    return LPAnswer(choice, bound, weight, duals=run.duals)
+    return LPAnswer(choice, bound, weight, duals=run.duals, values=run.x[:form.num_x])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -349,5 +352,5 @@ def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float
                 form.num_vars, log.iteration_count, log.solve_time_sec,
                 solve_log_pb2.TerminationReason.Name(log.termination_reason))
     choice, weight = decode_weighted(form, primal)
-    return (LPAnswer(choice, dual_bound(form, duals, factor), weight, duals=duals), primal,
-            converged)
+    return (LPAnswer(choice, dual_bound(form, duals, factor), weight, duals=duals,
+                     values=primal[:form.num_x]), primal, converged)
