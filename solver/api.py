@@ -8,8 +8,8 @@ takes the periodic road (:mod:`solver.periodic_search`): the periodic LP of
 a memory-constrained chain has its memory priced and is solved on the same road
 (:mod:`solver.memory_price`), and only a plan further than ``GOOD_ENOUGH_GAP`` from its bound
 goes on to the search with the interior blocks tied, which keeps the best bound proved so far
-(the caller's ``known_bound`` among them). Every other problem goes through reductions, the tree DP and
-an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`).
+(the caller's ``known_bound`` among them). Every other problem goes through reductions, the
+tree DP and an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`).
 """
 
 from __future__ import annotations
