@@ -2,14 +2,13 @@
 
 A problem with windows is solved as a short series of window-free ones
 (:mod:`solver.windowed`). A problem whose ``blocks`` are verified to be a chain of identical
-blocks (a model's layers)
-takes the periodic road (:mod:`solver.periodic_search`): the periodic LP of
-:mod:`solver.periodic`, the size of a few blocks, whose bound is a bound of the whole problem;
-a memory-constrained chain has its memory priced and is solved on the same road
-(:mod:`solver.memory_price`), and only a plan further than ``GOOD_ENOUGH_GAP`` from its bound
-goes on to the search with the interior blocks tied, which keeps the best bound proved so far
-(the caller's ``known_bound`` among them). Every other problem goes through reductions, the
-tree DP and an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`).
+blocks (a model's layers) takes the periodic road (:mod:`solver.periodic_search`): the
+periodic LP of :mod:`solver.periodic`, the size of a few blocks, whose bound is a bound of the
+whole problem. A memory-constrained chain has its memory priced and is solved on the same road
+(:mod:`solver.memory_price`); only a plan further than ``GOOD_ENOUGH_GAP`` from its bound goes
+on to the search with the interior blocks tied, which keeps the best bound proved so far (the
+caller's ``known_bound`` among them). Every other problem goes through reductions, the tree DP
+and an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`).
 """
 
 from __future__ import annotations
