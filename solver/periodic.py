@@ -361,6 +361,8 @@ class PeriodicLP:
     form: Formulation
     indexed: Indexed
     lift: object  # (x of the indexed problem) -> choices of the aggregated problem
+    members: tuple[tuple[int, ...], ...] = ()  # per LP node, the aggregated nodes it stands for
+    tables: tuple[np.ndarray, ...] = ()  # per LP node, option → its members' original options
 
 
 def periodic_lp(agg: Aggregated) -> PeriodicLP:
@@ -399,7 +401,9 @@ def periodic_lp(agg: Aggregated) -> PeriodicLP:
         return work.lift({node: int(x[i]) for i, node in enumerate(ix.ids)},
                          agg.problem.num_nodes)
 
-    return PeriodicLP(form=form, indexed=ix, lift=lift)
+    return PeriodicLP(form=form, indexed=ix, lift=lift,
+                      members=tuple(tuple(work.members[node]) for node in ix.ids),
+                      tables=tuple(work.table[node] for node in ix.ids))
 
 
 def expand(chain: Chain, agg: Aggregated, agg_choices: tuple[int, ...], num_nodes: int

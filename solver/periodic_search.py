@@ -8,9 +8,12 @@ relaxed, or PDLP's x split nodes between optimal vertices), the tied blocks are 
 LP's choices and the rest re-optimised exactly only where the LP hesitated (:func:`_polish`);
 then the next LP answer (a vertex on PDLP's support, a tenth of a second) gets the same; only
 then is all of the rest re-optimised (:mod:`solver.polish`), before any answer that solves the
-whole LP again. If a gap is left, the plan says what it was restricted to, and only a gap above
-``GOOD_ENOUGH_GAP`` goes on to the search with all interior blocks tied but free
-(:func:`solve_restricted`).
+whole LP again. An LP small enough for the simplex that split a node of the rest or of a
+distinct block is first closed by its partial MIP (:mod:`solver.periodic_close`: those nodes
+integral, the tied representative free, after reduced-cost fixing), which proves llama3-70b on
+dp=8,tp=8 optimal with one distinct block at each end. If a gap is left, the plan says what
+it was restricted to, and only a gap above ``GOOD_ENOUGH_GAP`` goes on to the search with all
+interior blocks tied but free (:func:`solve_restricted`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from solver.periodic import (
     interior_groups,
     periodic_lp,
 )
+from solver.periodic_close import MAX_VARS, close_gap, worth_closing
 from solver.polish import decided_elsewhere, fix, tied_run
 from solver.problem import ChoiceProblem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
@@ -67,6 +71,8 @@ class _Search:
     best_value: float = math.inf
     how: str = ""  # how the best plan was polished: "", "near" or "all"
     best_ends: int = 0  # distinct end blocks of the LP the best plan came from
+    duals: np.ndarray | None = None  # row multipliers of the last LP's best bound
+    weight: np.ndarray | None = None  # that answer's x of each LP node's chosen option
 
     def done(self, gap: float) -> bool:
         return self.best is not None and closed(self.best_value, self.bound, gap)
@@ -88,25 +94,36 @@ class _Search:
         agg = aggregate(self.problem, self.chain, ends, ends)
         lp = periodic_lp(agg)
         self.clock.lap("aggregate")
+        self.duals = None
         # two thirds of the time at most: if the LP cannot finish, the restricted search needs
         # the rest. (A half starved llama3-8b-shaped dp=4,fsdp=2,tp=2 in a -j 2 sweep under a
         # 300 s limit: 10,000 PDLP iterations plus the barrier on 560 k variables took ~140 s
         # on one core, the LP gave up, and the tied search ran out of time at a 3.6 % gap.)
         remaining = self.clock.remaining()
         lp_bound, tried, polished = -math.inf, set(), None
+        closable = lp.form.num_vars <= MAX_VARS
         for relaxed in lp_answers(lp.form, None if remaining is None else remaining * 2 / 3,
                                   self.gap):
             self.clock.lap("periodic_lp")
+            if relaxed.duals is not None and relaxed.bound >= lp_bound:
+                self.duals, self.weight = relaxed.duals, relaxed.weight
             lp_bound = max(lp_bound, relaxed.bound)
             self.bound = max(self.bound, lp_bound)
             if relaxed.x is not None and relaxed.x.tobytes() not in tried:
                 tried.add(relaxed.x.tobytes())
                 self.offer(*_periodic_plan(self.problem, self.chain, agg, ends, lp, relaxed,
                                            self.clock, self.gap, self.bound), ends)
-            if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap:
+            if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap \
+                    and not closable:
                 polished = self._polish_rest(ends)
             if self.done(self.gap):
                 break
+        if closable and not self.done(self.gap) and lp_bound > -math.inf:
+            # the partial MIP first: its bound may prove the plan at hand, and its plan
+            # may be better than what the polish of all the rest would find
+            self.close(agg, lp, ends)
+            if not self.done(self.gap):
+                self._polish_rest(ends)
         return lp, lp_bound
 
     def _polish_rest(self, ends: int) -> tuple[int, ...] | None:
@@ -120,6 +137,22 @@ class _Search:
             self.best, self.best_value, self.best_ends = answer.choices, answer.objective, ends
             self.how = "all" if answer.optimal else self.how
         return self.best
+
+    def close(self, agg: Aggregated, lp: PeriodicLP, ends: int) -> None:
+        """The partial MIP of the LP (:mod:`solver.periodic_close`): a tighter bound, and a
+        plan when its point is a better one."""
+        if self.duals is None or self.best is None or self.weight is None \
+                or not worth_closing(lp, agg, self.weight):
+            return
+        remaining = self.clock.remaining()
+        closed = close_gap(lp, agg, self.duals, self.best_value, remaining, self.gap)
+        self.clock.lap("periodic_mip")
+        logger.info("periodic MIP with %d distinct end blocks: bound %.10g, plan %.10g", ends,
+                    closed.bound, self.best_value)
+        self.bound = max(self.bound, closed.bound)
+        if closed.x is not None:
+            choices = expand(self.chain, agg, lp.lift(closed.x), self.problem.num_nodes)
+            self.offer(choices, self.problem.evaluate(choices), "", ends)
 
 
 def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,

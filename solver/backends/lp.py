@@ -115,6 +115,19 @@ def dual_bound(form: Formulation, duals: np.ndarray, factor: float) -> float:
     return total / factor if math.isfinite(total) else -math.inf
 
 
+def reduced_costs(form: Formulation, duals: np.ndarray) -> tuple[float, np.ndarray]:
+    """``(bound, reduced)``: ``dual_bound`` of ``duals`` and every variable's reduced cost
+    ``c − Aᵀy`` in objective units. For any feasible v, ``obj·v ≥ bound + reduced[j]·v[j]``
+    for each j with ``reduced[j] > 0`` (the weak-duality sum of ``dual_bound`` with that one
+    term kept), which is what reduced-cost fixing rests on."""
+    factor = objective_factor(form)
+    duals = np.where(np.isposinf(form.row_hi), np.maximum(duals, 0.0), duals)
+    duals = np.where(np.isneginf(form.row_lo), np.minimum(duals, 0.0), duals)
+    reduced = form.obj * factor - np.bincount(form.cols, weights=form.coefs * duals[form.rows],
+                                              minlength=form.num_vars)
+    return dual_bound(form, duals, factor), reduced / factor
+
+
 def pdlp_tolerance(gap: float) -> float:
     """PDLP's relative tolerance for a search that may stop at ``gap``: a tenth of it, never
     tighter than ``PDLP_EPS``. Looser is what lets a sweep's LPs finish without the barrier:
@@ -134,13 +147,16 @@ class LPAnswer:
     x of the chosen option, which says where a rounded plan may be wrong (``solver.polish``).
     ``next_is_cheap``: the next answer, if asked for, is a simplex on a few thousand columns;
     otherwise it solves the whole LP again, or there is none (so a caller polishes its best
-    plan fully before asking).
+    plan fully before asking). ``duals``: the row multipliers ``bound`` came from, when the
+    answer has them (``solver.periodic_close`` fixes options by their reduced costs).
     """
 
     x: np.ndarray | None
     bound: float
     weight: np.ndarray | None = None
     next_is_cheap: bool = False
+    duals: np.ndarray | None = None
+    values: np.ndarray | None = None  # the LP's x (options only), when it has a primal
 
 
 def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP
@@ -173,7 +189,10 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     support, value = _solve_on_support(form, primal, first.x, _left(time_limit, start))
     bound = max(first.bound, support.bound)
     logger.info("support LP: value %.10g, bound %.10g", value, bound)
-    last = first if support.x is None else LPAnswer(support.x, bound, support.weight)
+    last = first if support.x is None else LPAnswer(
+        support.x, bound, support.weight,
+        duals=support.duals if support.bound >= first.bound else first.duals,
+        values=support.values)
     yield last
     if converged:
         return
@@ -182,7 +201,9 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
         return
     barrier = _solve_highs_lp(form, time_limit, barrier=True)
     kept = barrier if barrier.x is not None else last
-    yield LPAnswer(kept.x, max(bound, barrier.bound), kept.weight)
+    yield LPAnswer(kept.x, max(bound, barrier.bound), kept.weight,
+                   duals=barrier.duals if barrier.bound >= bound else last.duals,
+                   values=kept.values)
 
 
 def _left(time_limit: float | None, start: float) -> float | None:
@@ -227,7 +248,8 @@ def _solve_on_support(form: Formulation, primal: np.ndarray | None, largest: np.
     values[columns] = run.x
     choice, weight = decode_weighted(form, values)
     value = float(form.obj @ values + form.constant)
-    return LPAnswer(choice, dual_bound(form, run.duals, factor), weight), value
+    return LPAnswer(choice, dual_bound(form, run.duals, factor), weight,
+                    duals=run.duals, values=values[:form.num_x]), value
 
 
 def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) -> LPAnswer:
@@ -241,9 +263,9 @@ def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) 
         return LPAnswer(None, -math.inf)
     bound = dual_bound(form, run.duals, factor) if barrier else run.bound
     if run.x is None:
-        return LPAnswer(None, bound)
+        return LPAnswer(None, bound, duals=run.duals)
     choice, weight = decode_weighted(form, run.x)
-    return LPAnswer(choice, bound, weight)
+    return LPAnswer(choice, bound, weight, duals=run.duals, values=run.x[:form.num_x])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -330,4 +352,5 @@ def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float
                 form.num_vars, log.iteration_count, log.solve_time_sec,
                 solve_log_pb2.TerminationReason.Name(log.termination_reason))
     choice, weight = decode_weighted(form, primal)
-    return LPAnswer(choice, dual_bound(form, duals, factor), weight), primal, converged
+    return (LPAnswer(choice, dual_bound(form, duals, factor), weight, duals=duals,
+                     values=primal[:form.num_x]), primal, converged)

@@ -9,15 +9,22 @@ import numpy as np
 from solver.backends.formulation import Formulation
 
 
-def model_proto(form: Formulation, factor: float = 1.0, integral: bool = True):
+def model_proto(form: Formulation, factor: float = 1.0, integral: bool = True, *,
+                integers: np.ndarray | None = None, upper: np.ndarray | None = None):
+    """The model; ``integral`` makes every x integer, ``integers`` (a mask over all variables)
+    only those it marks; ``upper`` replaces the variables' upper bounds of 1 (0 fixes one)."""
     from ortools.math_opt import model_pb2
 
     proto = model_pb2.ModelProto()
     nvar = form.num_vars
     proto.variables.ids.extend(range(nvar))
     proto.variables.lower_bounds.extend([0.0] * nvar)
-    proto.variables.upper_bounds.extend([1.0] * nvar)
-    proto.variables.integers.extend([integral] * form.num_x + [False] * (nvar - form.num_x))
+    proto.variables.upper_bounds.extend([1.0] * nvar if upper is None else upper.tolist())
+    if integers is None:
+        proto.variables.integers.extend([integral] * form.num_x
+                                        + [False] * (nvar - form.num_x))
+    else:
+        proto.variables.integers.extend(integers.tolist())
     nz = np.flatnonzero(form.obj)
     proto.objective.linear_coefficients.ids.extend(nz.tolist())
     proto.objective.linear_coefficients.values.extend((form.obj[nz] * factor).tolist())

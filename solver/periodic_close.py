@@ -1,0 +1,128 @@
+"""Closing a periodic LP's last gap exactly: integral end blocks and reduced-cost fixing.
+
+The periodic LP (:mod:`solver.periodic`) bounds the whole chain by mapping every plan of it
+onto one LP point: the rest ``R`` and the distinct end blocks keep the plan's own 0/1
+choices, while the representative of the tied blocks holds their *average*. So the LP stays a
+relaxation when the nodes of ``R`` and of the distinct blocks (and the LP nodes the reductions
+merged from them alone) are required to be integral, and only they: the tied representative
+may stay fractional. The optimum of that partial MIP is a lower bound of the whole problem, at
+least the LP's.
+
+Where the LP is fractional it is usually fractional there: llama3-70b on dp=8,tp=8 under the
+op overlap objective splits the embedding and the first layer's attention 50/50 between two
+strategies (40 of 200 LP nodes, all in ``R`` and block 0; every tied node integral); the
+LP's bound is 6.2e-6 below the best plan and stays 5.9e-6 below with two distinct blocks at
+each end. The partial MIP proves that plan optimal (its bound meets the plan to 3e-14).
+
+The MIP is made smaller first by **reduced-cost fixing** (Nemhauser & Wolsey, *Integer and
+Combinatorial Optimization*, 1988, II.2.1): with row multipliers y, bound ``DB`` and reduced
+costs ``d = c − Aᵀy``, every LP point v costs at least ``DB + d_j·v_j`` (the weak-duality sum
+with that one term kept). A plan cheaper than the best one ``U`` maps onto an LP point with
+``v_j`` 0 or 1 on an integral node, so an option there with ``DB + d_j ≥ U`` is in no such
+plan; on the tied representative a used option has ``v_j ≥ 1/w`` (w tied blocks), so there
+it goes when ``DB + d_j/w ≥ U``. Fixed options get an upper bound of 0, and the bound proven
+is then ``min(U, partial MIP bound)``: valid for the whole problem, as any plan either costs
+at least U or lives in the restricted MIP. On 70b this leaves 2,902 of 4,599 options and
+HiGHS closes the MIP at its root in ~5 s (14 s without the fixing; 2-core machine under load).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver.backends import mathopt
+from solver.backends.formulation import decode
+from solver.backends.lp import objective_factor, reduced_costs
+from solver.periodic import Aggregated, PeriodicLP
+
+SAFETY = 1e-9  # relative margin an option's reduced-cost bound must clear to be fixed
+FRACTIONAL = 1e-6  # an LP node whose chosen option's x is below 1 by more is split
+MAX_VARS = 200_000  # above this (3-axis LPs for PDLP) the MIP costs more than the restricted search
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Closed:
+    """The partial MIP's answer: ``bound`` (a lower bound of the whole problem, at most the
+    incumbent it was given), and ``x``, the LP node choices of its best point (``None`` when it
+    found none)."""
+
+    bound: float
+    x: np.ndarray | None
+
+
+def integral_mask(lp: PeriodicLP, agg: Aggregated) -> tuple[np.ndarray, np.ndarray]:
+    """``(integral, tied)`` per LP node: all its members in ``R`` or a distinct block (so
+    0/1 in every plan's image), or all in the tied representative (image ``count / w``)."""
+    distinct = set(agg.rest)
+    for k, nodes in enumerate(agg.block_nodes):
+        if k not in agg.tied:
+            distinct.update(nodes)
+    representative = set(agg.block_nodes[agg.tied[0]])
+    integral = np.array([all(m in distinct for m in group) for group in lp.members], dtype=bool)
+    tied = np.array([all(m in representative for m in group) for group in lp.members],
+                    dtype=bool)
+    return integral, tied
+
+
+def worth_closing(lp: PeriodicLP, agg: Aggregated, weight: np.ndarray) -> bool:
+    """Whether the partial MIP can raise the bound: the LP is small enough for a MIP and
+    split some node the MIP makes integral. Where it split none, the LP's point is already
+    the partial MIP's optimum and the gap is the relaxed junctions' (mixtral-8x7b on
+    ep=8,tp=8: LP integral, 1e-4 short of the plan, closed by two distinct end blocks)."""
+    if lp.form.num_vars > MAX_VARS:
+        return False
+    integral, _ = integral_mask(lp, agg)
+    return bool((integral & (weight < 1.0 - FRACTIONAL)).any())
+
+
+def fixed_options(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: float
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``(upper, integers)`` over the LP's variables: upper bound 0 on every option no plan
+    cheaper than ``incumbent`` can use (module docstring), 1 elsewhere; and the mask of the
+    variables that must be integral."""
+    form = lp.form
+    bound, reduced = reduced_costs(form, duals)
+    integral, tied = integral_mask(lp, agg)
+    sizes = np.diff(form.offsets)
+    weight = np.ones(form.num_x)
+    weight[np.repeat(tied, sizes)] = 1.0 / len(agg.tied)
+    movable = np.repeat(integral | tied, sizes)
+    threshold = incumbent + SAFETY * abs(incumbent)
+    with np.errstate(invalid="ignore"):
+        drop = movable & (reduced[:form.num_x] > 0) \
+            & (bound + reduced[:form.num_x] * weight > threshold)
+    upper = np.ones(form.num_vars)
+    upper[:form.num_x][drop] = 0.0
+    integers = np.zeros(form.num_vars, dtype=bool)
+    integers[:form.num_x] = np.repeat(integral, sizes)
+    return upper, integers
+
+
+def close_gap(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: float,
+              time_limit: float | None, gap: float) -> Closed:
+    """The partial MIP of the periodic LP, after reduced-cost fixing against ``incumbent``
+    (the cost of a plan of the whole problem): its bound, capped at ``incumbent``."""
+    from ortools.math_opt import result_pb2, solution_pb2
+
+    form = lp.form
+    upper, integers = fixed_options(lp, agg, duals, incumbent)
+    starts = form.offsets[:-1]
+    if not all(upper[a:b].any() for a, b in zip(starts, form.offsets[1:], strict=True)):
+        return Closed(bound=incumbent, x=None)  # every plan costs at least the incumbent
+    factor = objective_factor(form)
+    params, model_params = mathopt.parameters(time_limit, gap, None, form)
+    proto = mathopt.model_proto(form, factor, integers=integers, upper=upper)
+    result = mathopt.run(proto, "HIGHS", params, model_params)
+    reason = result.termination.reason
+    if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
+        return Closed(bound=incumbent, x=None)  # likewise: nothing below the incumbent
+    bound = result.termination.objective_bounds.dual_bound / factor
+    bound = min(bound if math.isfinite(bound) else -math.inf, incumbent)
+    for solution in result.solutions:
+        primal = solution.primal_solution
+        if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
+            return Closed(bound=bound, x=decode(form, mathopt.values(form, primal)))
+    return Closed(bound=bound, x=None)
