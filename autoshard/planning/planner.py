@@ -49,6 +49,7 @@ from autoshard.planning.pin_masks import Restriction
 from autoshard.planning.pins import Pins
 from autoshard.planning.progress import status
 from autoshard.planning.record import Objective, Plan, TensorRecord
+from autoshard.planning.shared_solve import SharedPricing
 from autoshard.planning.step import Overlap, StepOptions
 from autoshard.planning.step_problem import step_problem, step_seconds
 from autoshard.planning.throughput import throughput
@@ -272,7 +273,7 @@ class _Planner:
         label = f"solving ({len(self.ops)} ops, {sum(len(s) for s in self.strategies)} options)"
         try:
             with status(label, self.options.progress):
-                solution = self._solve(self.problem, limit)
+                solution = self._solve(limit)
         except solver.NoFiniteOptionError as exc:
             if not self.masks:
                 raise
@@ -280,7 +281,7 @@ class _Planner:
         self.timings["solve_s"] = time.perf_counter() - t2
         t3 = time.perf_counter()
         lean = prefer_less_compute(self.problem, solution.choices, self.strategies, nodes)
-        if lean != solution.choices:
+        if lean != solution.choices and self.pricing.converged:
             solution = dataclasses.replace(solution, choices=lean,
                                            objective=self.problem.evaluate(lean))
         result = self._decode(solution, nodes, edges, loops, limit)
@@ -324,8 +325,11 @@ class _Planner:
         # the pins' excluded options stay impossible (self.costs has them at inf)
         costs = [np.where(np.isfinite(pinned), cost, np.inf)
                  for pinned, cost in zip(self.costs, self.step.node_costs, strict=True)]
-        self.problem = solver.ChoiceProblem(node_costs=costs, edges=self.step.edges,
-                                            blocks=self.blocks, windows=self.step.windows)
+        # shared reshards (one per tensor and layout) start relaxed (.shared_solve)
+        self.pricing = SharedPricing(step=self.step, edges=edges, strategies=self.strategies,
+                                     op_costs=costs, names=[op.name for op in self.ops],
+                                     blocks=self.blocks)
+        self.problem = self.pricing.problem()
         return self
 
     def _restrict(self, nodes: list[NodeTerms], edges: list[Edge]) -> list[np.ndarray]:
@@ -355,7 +359,7 @@ class _Planner:
         return tqdm(items, desc=phase, unit="op", leave=False, file=sys.stderr,
                     mininterval=0.5, delay=1.0)
 
-    def _solve(self, relaxed: solver.ChoiceProblem, limit: float) -> Any:
+    def _solve(self, limit: float) -> Any:
         """Solve without the memory rows first: when that optimum fits, it is the optimum of
         the constrained problem too, found at a fraction of the cost (the rows couple every
         parameter with every op and slow the ILP down ~3x on GPT-2). Otherwise add one row
@@ -363,21 +367,30 @@ class _Planner:
         options = self.options
         budget = limit - options.reserve
         start = time.perf_counter()
-        free = solver.solve(relaxed, time_limit=options.time_limit, backend=options.backend,
-                            gap=options.gap)
+
+        def remaining() -> float | None:  # the time limit covers every solve, not each
+            if options.time_limit is None:
+                return None
+            return max(options.time_limit - (time.perf_counter() - start), 0.01)
+
+        free, self.problem = self.pricing.solve(lambda p: p, lambda p: solver.solve(
+            p, time_limit=remaining(), backend=options.backend, gap=options.gap))
         if self.memory.peak(free.choices) <= budget:
             return free
-        problem = solver.ChoiceProblem(node_costs=relaxed.node_costs, edges=relaxed.edges,
-                                       liveness=self.memory.rows(budget), memory_limit=budget,
-                                       blocks=relaxed.blocks, windows=relaxed.windows)
-        remaining = None  # the time limit covers both solves, not each
-        if options.time_limit is not None:
-            remaining = max(options.time_limit - (time.perf_counter() - start), 0.01)
+
+        def constrained(p: solver.ChoiceProblem) -> solver.ChoiceProblem:
+            return solver.ChoiceProblem(node_costs=p.node_costs, edges=p.edges,
+                                        liveness=self.memory.rows(budget), memory_limit=budget,
+                                        blocks=p.blocks, windows=p.windows)
+
         try:
             # the unconstrained optimum is a proven lower bound of the constrained problem
-            return solver.solve(problem, time_limit=remaining, backend=options.backend,
-                                known_bound=free.bound, gap=options.gap)
+            answer, self.problem = self.pricing.solve(constrained, lambda p: solver.solve(
+                p, time_limit=remaining(), backend=options.backend, known_bound=free.bound,
+                gap=options.gap))
+            return answer
         except solver.Infeasible as exc:
+            problem = constrained(self.pricing.problem())
             if self.masks:  # blame the pins only when some plan fits without them
                 unpinned = self.restriction.unpinned_infeasible(
                     problem, options.backend, options.gap, self.memory.peak)
@@ -390,17 +403,18 @@ class _Planner:
 
     def _decode(self, solution: Any, nodes: list[NodeTerms], edges: list[Edge],
                 loops: list[Edge], limit: float) -> Plan:
+        op_choices = solution.choices[:len(self.ops)]  # the rest: shared reshards' nodes
         chosen: list[Strategy] = [s[c] for s, c in
-                                  zip(self.strategies, solution.choices, strict=True)]
+                                  zip(self.strategies, op_choices, strict=True)]
         op_records = {}
         counts, m = self.step.node_counts, self.options.step.micro_batches
-        for op, node, strat, choice, count in zip(self.ops, nodes, chosen, solution.choices,
+        for op, node, strat, choice, count in zip(self.ops, nodes, chosen, op_choices,
                                                   counts, strict=True):
             op_records[op.name] = op_record(self.graph, op, node, strat, int(choice),
                                             self.links, count)
         roles = self.step.roles
         reshards = decode_reshards(self.graph, self.ops, chosen, edges, self.links,
-                                   self.hbm_bw, roles[:len(edges)], m)
+                                   self.hbm_bw, roles[:len(edges)], m, self.step.shares)
         reshards.extend(output_reshards(self.graph, self.ops, chosen, self.links,
                                         self.hbm_bw, counts))
         reshards.extend(decode_next_step(self.graph, self.ops, chosen, loops, self.links,
@@ -437,6 +451,9 @@ class _Planner:
             stats={**{k: round(v, 6) for k, v in self.timings.items()},
                    "ops": len(self.ops), "options": int(sum(len(s) for s in self.strategies)),
                    "edges": len(edges), "solver": solution.stats.backend,
+                   **({"shared_reshards": len(self.pricing.shares),
+                       "shared_exact": len(self.pricing.exact)}
+                      if self.pricing.shares else {}),
                    "layers": 0 if self.blocks is None else len(self.blocks),
                    "settings": {"allow_uneven": self.options.allow_uneven,
                                 "gap": self.options.gap, "backend": self.options.backend,

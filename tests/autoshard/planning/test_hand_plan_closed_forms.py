@@ -130,11 +130,6 @@ def test_megatron_sp_is_all_gather_and_reduce_scatter_pairs_forward(blocks) -> N
                                     rel=1e-9)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the planner prices one reshard per consumer edge and splits LayerNorm's backward into "
-    "dx, dweight and dbias ops: on the sequence shard the norm's input gradient is "
-    "reduce-scattered once for dx and once more for dweight, where Megatron's fused LayerNorm "
-    "backward reduces it once; 2 extra reduce-scatters of b·s·h per layer in backward"))
 def test_megatron_sp_backward_is_exactly_two_all_gathers_and_two_reduce_scatters(blocks) -> None:
     plan = autoshard.plan(blocks, autoshard.Mesh.parse("tp=4"), training=True,
                           strategy="megatron-sp")
