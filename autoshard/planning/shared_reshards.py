@@ -2,9 +2,10 @@
 share one redistribution, priced once.
 
 Frameworks reshard a value once per layout it is needed in and reuse the result: XLA's SPMD
-partitioner caches reshards per (HLO, sharding) (``PartitionedHlo::Reshard`` keeps a
-``reshard_cache``, xla/service/spmd/spmd_partitioner.cc), and a DTensor redistributed once
-is one tensor that every later op may read. Pricing one reshard per consumer edge charges a
+partitioner caches reshards per (HLO, target sharding) (``PartitionedHlo::Reshard`` looks the
+target up in ``ReshardCache::PerHloCache::reshard_cache``, openxla/xla
+xla/service/spmd/spmd_partitioner.h and .cc), and a DTensor redistributed once is one tensor
+that every later op may read. Pricing one reshard per consumer edge charges a
 tensor read by two consumers in the same layout twice (a LayerNorm's input gradient,
 reduce-scattered for its dx and again for its dweight).
 

@@ -2,8 +2,8 @@
 
 The oracle is a brute force over every plan of a small graph that prices the reshards its own
 way: the set of distinct (tensor, source layout, target layout) moves the plan needs, each
-priced once by ``find_reshard`` (XLA's SPMD partitioner reuses a reshard per sharding:
-``PartitionedHlo::Reshard``'s ``reshard_cache`` in xla/service/spmd/spmd_partitioner.cc),
+priced once by ``find_reshard`` (XLA's SPMD partitioner reuses a reshard per target sharding:
+``ReshardCache::PerHloCache::reshard_cache`` in openxla/xla xla/service/spmd/spmd_partitioner.h),
 never the solver's matrices.
 """
 
