@@ -91,6 +91,7 @@ class PlanOptions:
     pins: Pins | None = None
     op_pins: Mapping[str, str] | None = None
     step: StepOptions = field(default_factory=StepOptions)
+    share_reshards: bool = True
 
 
 def plan(
@@ -116,6 +117,7 @@ def plan(
     overlap: Overlap | str = Overlap.OP,
     exclude: Callable[[Op, Strategy], bool] | None = None,
     expert_axes: Sequence[str] | None = None,
+    share_reshards: bool = True,
 ) -> Plan:
     """Plan the sharding of every tensor of ``graph`` on ``mesh``.
 
@@ -157,6 +159,9 @@ def plan(
         expert_axes: shard every mixture-of-experts weight's expert dim over exactly these
             mesh axes (expert parallelism by request; by default the search decides), see
             :mod:`autoshard.planning.experts`.
+        share_reshards: price one reshard per (tensor, target layout), shared by the
+            consumers that read it (:mod:`autoshard.planning.shared_reshards`); False prices
+            one per consumer edge (faster to prove on deep models, an over-estimate).
 
     Returns:
         The :class:`~autoshard.plan.Plan`.
@@ -180,6 +185,7 @@ def plan(
                           allow_uneven=allow_uneven, backend=backend, model_name=model_name,
                           progress=progress, gap=float(gap), exclude=exclude,
                           pins=pin_set(strategy, pins, mesh),
+                          share_reshards=share_reshards,
                           step=StepOptions(micro_batches=micro_batches,
                                            overlap=_overlap(overlap)))
     planner = _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
@@ -322,6 +328,8 @@ class _Planner:
         self.nodes, self.edges, self.loops = nodes, edges, loops
         self.step = step_problem(self.graph, self.ops, self.strategies, nodes, edges, loops,
                                  self.links, self.hbm_bw, self.options.step)
+        if not self.options.share_reshards:
+            self.step = dataclasses.replace(self.step, shares=())
         # the pins' excluded options stay impossible (self.costs has them at inf)
         costs = [np.where(np.isfinite(pinned), cost, np.inf)
                  for pinned, cost in zip(self.costs, self.step.node_costs, strict=True)]
@@ -458,7 +466,8 @@ class _Planner:
                    "settings": {"allow_uneven": self.options.allow_uneven,
                                 "gap": self.options.gap, "backend": self.options.backend,
                                 "overlap": self.options.step.overlap.value,
-                                "micro_batches": self.options.step.micro_batches},
+                                "micro_batches": self.options.step.micro_batches,
+                                "share_reshards": self.options.share_reshards},
                    **({"pinned_tensors": len(self.pinned)} if self.pinned else {})},
             pins=None if self.options.pins is None else self.options.pins.to_dict(),
             throughput=self._throughput(total),
