@@ -91,7 +91,7 @@ class PlanOptions:
     pins: Pins | None = None
     op_pins: Mapping[str, str] | None = None
     step: StepOptions = field(default_factory=StepOptions)
-    share_reshards: bool = True
+    share_reshards: bool = False
 
 
 def plan(
@@ -117,7 +117,7 @@ def plan(
     overlap: Overlap | str = Overlap.OP,
     exclude: Callable[[Op, Strategy], bool] | None = None,
     expert_axes: Sequence[str] | None = None,
-    share_reshards: bool = True,
+    share_reshards: bool = False,
 ) -> Plan:
     """Plan the sharding of every tensor of ``graph`` on ``mesh``.
 
@@ -160,8 +160,10 @@ def plan(
             mesh axes (expert parallelism by request; by default the search decides), see
             :mod:`autoshard.planning.experts`.
         share_reshards: price one reshard per (tensor, target layout), shared by the
-            consumers that read it (:mod:`autoshard.planning.shared_reshards`); False prices
-            one per consumer edge (faster to prove on deep models, an over-estimate).
+            consumers that read it (:mod:`autoshard.planning.shared_reshards`). Off by
+            default for now: one reshard per consumer edge over-estimates a shared reshard
+            but proves deep models far faster (llama3-8b on dp=8,tp=8: 10 s proven against
+            327 s at a 0.6 % gap, measured on a loaded machine).
 
     Returns:
         The :class:`~autoshard.plan.Plan`.

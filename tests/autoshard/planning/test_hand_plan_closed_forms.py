@@ -131,8 +131,10 @@ def test_megatron_sp_is_all_gather_and_reduce_scatter_pairs_forward(blocks) -> N
 
 
 def test_megatron_sp_backward_is_exactly_two_all_gathers_and_two_reduce_scatters(blocks) -> None:
+    # one reshard per (tensor, layout): the norm's dx and dweight share its input gradient's
+    # reduce-scatter, as Megatron's fused LayerNorm backward does
     plan = autoshard.plan(blocks, autoshard.Mesh.parse("tp=4"), training=True,
-                          strategy="megatron-sp")
+                          strategy="megatron-sp", share_reshards=True)
     backward = {k: v for k, v in _layer_traffic(plan, 1, "tp").items() if k[0] == "bwd"}
     assert backward == {("bwd", "all_gather", BSH_BYTES): 2,
                         ("bwd", "reduce_scatter", BSH_BYTES): 2}

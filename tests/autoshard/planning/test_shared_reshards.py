@@ -59,7 +59,8 @@ def _brute_force(graph: OpGraph, mesh: autoshard.Mesh, shared: bool) -> float:
     (tensor, src, dst) when ``shared``, once per consumer edge otherwise."""
     topo = resolve_topology("dgx-h100")
     links = MeshLinks.build(mesh, topo, {})
-    options = PlanOptions(step=StepOptions(overlap=Overlap.NONE), exclude=_forced)
+    options = PlanOptions(step=StepOptions(overlap=Overlap.NONE), exclude=_forced,
+                          share_reshards=True)
     prepared = replan(graph, mesh, topo, links, options, prepare_only=True)
     ops, strategies = prepared.ops, prepared.strategies
     costs = prepared.step.node_costs[: len(ops)]
@@ -98,7 +99,7 @@ def test_the_planner_prices_each_layout_once_as_a_brute_force_does() -> None:
     graph, mesh = fanout_graph(), autoshard.Mesh.parse("tp=2")
     shared, per_edge = _brute_force(graph, mesh, True), _brute_force(graph, mesh, False)
     assert shared < per_edge  # the graph is one where sharing changes the optimum
-    plan = autoshard.plan(graph, mesh, overlap="none", exclude=_forced)
+    plan = autoshard.plan(graph, mesh, overlap="none", exclude=_forced, share_reshards=True)
     assert plan.objective.optimal
     assert plan.objective.total_s == pytest.approx(shared, rel=1e-9)
     moves = [(r.tensor, r.src, r.dst) for r in plan.reshards]
@@ -110,7 +111,8 @@ def test_the_planner_prices_each_layout_once_as_a_brute_force_does() -> None:
 
 def test_the_mlp_down_projection_gradient_is_resharded_once() -> None:
     forward = zoo.build("mlp")
-    plan = autoshard.plan(forward, autoshard.Mesh.parse("dp=2,tp=2"), training=True)
+    plan = autoshard.plan(forward, autoshard.Mesh.parse("dp=2,tp=2"), training=True,
+                          share_reshards=True)
     records = [r for r in plan.reshards if r.tensor == "grad/layers.0.mlp.down.out"]
     assert len(records) == 1
     (record,) = records
