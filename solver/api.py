@@ -2,17 +2,18 @@
 
 A problem with windows is solved as a short series of window-free ones
 (:mod:`solver.windowed`). A problem whose ``blocks`` are verified to be a chain of identical
-blocks (a model's layers)
-takes the periodic road (:mod:`solver.periodic_search`): the periodic LP of
-:mod:`solver.periodic`, the size of a few blocks, whose bound is a bound of the whole problem;
-a memory-constrained chain has its memory priced and is solved on the same road
-(:mod:`solver.memory_price`), and only a plan further than ``GOOD_ENOUGH_GAP`` from its bound
-goes on to the search with the interior blocks tied, which keeps the best bound proved so far
-(the caller's ``known_bound`` among them). Every other problem goes through reductions, the tree DP and
-an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`).
+blocks (a model's layers) takes the periodic road (:mod:`solver.periodic_search`): the
+periodic LP of :mod:`solver.periodic`, the size of a few blocks, whose bound is a bound of the
+whole problem. A memory-constrained chain has its memory priced and is solved on the same road
+(:mod:`solver.memory_price`); only a plan further than ``GOOD_ENOUGH_GAP`` from its bound goes
+on to the search with the interior blocks tied, which keeps the best bound proved so far (the
+caller's ``known_bound`` among them). Every other problem goes through reductions, the tree DP
+and an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from solver.clock import Clock
 from solver.errors import UnknownBackendError
@@ -30,7 +31,8 @@ BACKENDS = ("auto", "highs", "cpsat", "dp", "exhaustive")
 
 def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str = "auto", *,
           reductions: bool = True, gap: float = OPTIMALITY_GAP,
-          known_bound: float | None = None) -> Solution:
+          known_bound: float | None = None,
+          free_choices: Sequence[int] | None = None) -> Solution:
     """Choose one option per node at minimum cost within the memory limit.
 
     Args:
@@ -83,16 +85,18 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
     if chain is not None and not problem.memory_rows():
         return solve_periodic(problem, chain, clock, gap, before)
     if chain is not None:
-        return _solve_chain_with_memory(problem, chain, clock, gap, before, known_bound)
+        return _solve_chain_with_memory(problem, chain, clock, gap, before, known_bound,
+                                        None if free_choices is None else tuple(free_choices))
     return solve_graph(problem, clock, backend, reductions, gap, known_bound, before)
 
 
 def _solve_chain_with_memory(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
-                             before: Sizes, known_bound: float | None) -> Solution:
+                             before: Sizes, known_bound: float | None,
+                             free_choices: tuple[int, ...] | None) -> Solution:
     """Memory priced on the periodic road first (:mod:`solver.memory_price`); only a plan
     further than ``GOOD_ENOUGH_GAP`` from its bound goes on to the tied search, which starts
     from the better of the two bounds and keeps the better plan."""
-    priced = solve_priced(problem, chain, clock, gap, before, known_bound)
+    priced = solve_priced(problem, chain, clock, gap, before, known_bound, free_choices)
     if priced is not None and closed(priced.objective, priced.bound, GOOD_ENOUGH_GAP):
         return priced
     bound = known_bound if priced is None else priced.bound

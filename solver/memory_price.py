@@ -47,7 +47,8 @@ from solver.solution import Solution
 
 logger = logging.getLogger(__name__)
 
-MAX_PROBES = 12  # periodic solves at most
+MAX_PROBES = 12  # periodic solves at most, per row
+ROW_ROUNDS = 2  # rows priced in turn (see solve_priced)
 # Prices in units of (objective bound / memory limit): at the ceiling a byte saved is worth
 # 2^10 times the whole step per limit's worth of bytes, so the plan takes the least memory.
 PRICE_CEILING = 2.0**10
@@ -68,20 +69,28 @@ class Probe:
     fits: bool
 
 
-def priced_row(problem: ChoiceProblem, chain: Chain) -> list[np.ndarray] | None:
-    """Per node, the coefficients ``a'`` of the row to price, equal in every interior block;
-    ``None`` when the problem has no memory rows (or the row holds nothing).
+def peak_row(problem: ChoiceProblem, choices: tuple[int, ...]) -> int:
+    """Index of the memory row at which ``choices`` peaks."""
+    values = [sum(float(vec[choices[node]]) for node, vec in row)
+              for row in problem.memory_rows()]
+    return int(np.argmax(values))
 
-    The row is the one whose least possible sum is largest: the step no plan can make small
-    (in training, the start of the backward pass, where every layer's saved activations and
-    all static state are alive), hence the one most likely to bind."""
+
+def priced_row(problem: ChoiceProblem, chain: Chain, index: int | None = None
+               ) -> list[np.ndarray] | None:
+    """Per node, the coefficients ``a'`` of row ``index``, lowered to be equal in every
+    interior block; ``None`` when the problem has no memory rows (or the row holds nothing).
+
+    Without an index the row is the one whose least possible sum is largest: the step no plan
+    can make small (in training, the start of the backward pass, where every layer's saved
+    activations and all static state are alive)."""
     rows = problem.memory_rows()
     if not rows:
         return None
-    least = [sum(float(vec.min()) for _, vec in row) for row in rows]
-    row = rows[int(np.argmax(least))]
+    if index is None:
+        index = int(np.argmax([sum(float(vec.min()) for _, vec in row) for row in rows]))
     coefficients = [np.zeros(size) for size in problem.sizes]
-    for node, vec in row:
+    for node, vec in rows[index]:
         coefficients[node] = coefficients[node] + vec
     interior = chain.blocks[1:len(chain.blocks) - 1]
     for position in range(len(chain.blocks[0])):
@@ -218,24 +227,47 @@ def _mixed(problem: ChoiceProblem, chain: Chain, cheap: Probe, fitting: Probe
 
 
 def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
-                 before: Sizes, known_bound: float | None) -> Solution | None:
+                 before: Sizes, known_bound: float | None,
+                 free_choices: tuple[int, ...] | None = None) -> Solution | None:
     """The best fitting plan the price search finds, with the best bound of any price
-    (at least ``known_bound``); ``None`` when the rows cannot be priced or no plan fit."""
-    row = priced_row(problem, chain)
-    if row is None or problem.memory_limit is None:
+    (at least ``known_bound``); ``None`` when the rows cannot be priced or no plan fit.
+
+    The row priced first is the one where ``free_choices`` (the optimum without memory
+    rows, when the caller has it) peaks: the row that plan must come down on. If the search
+    leaves a gap, the row where its cheapest non-fitting plan peaks is priced next (each
+    round's bound is valid; the best is kept)."""
+    if problem.memory_limit is None or not problem.memory_rows():
         return None
     scale = abs(known_bound) if known_bound not in (None, 0.0) else 1.0
-    search = _PriceSearch(problem, chain, row, clock, gap, known_bound)
-    search.run(scale / max(problem.memory_limit, 1.0))
-    best = search.best
-    if best is None:
+    index = None if free_choices is None else peak_row(problem, free_choices)
+    tried: list[int | None] = []
+    probes: list[Probe] = []
+    bound = known_bound
+    while len(tried) < ROW_ROUNDS and index not in tried:
+        tried.append(index)
+        row = priced_row(problem, chain, index)
+        if row is None:
+            break
+        search = _PriceSearch(problem, chain, row, clock, gap, bound)
+        search.run(scale / max(problem.memory_limit, 1.0))
+        probes += search.probes
+        bound = search.bound
+        best = search.best
+        cheap = [p for p in probes if not p.fits and (best is None or p.cost < best.cost)]
+        if best is None or search.done() or not cheap:
+            break
+        index = peak_row(problem, min(cheap, key=lambda p: p.cost).choices)
+    fitting = [p for p in probes if p.fits]
+    if not fitting:
         return None
+    best = min(fitting, key=lambda p: p.cost)
     choices = best.choices
-    cheap = [p for p in search.probes if not p.fits and p.cost < best.cost]
-    if cheap and not search.done():
+    cheap = [p for p in probes if not p.fits and p.cost < best.cost]
+    if cheap and not closed(best.cost, bound, gap):
         mixed = _mixed(problem, chain, min(cheap, key=lambda p: (p.cost, -p.price)), best)
         if mixed is not None:
             choices = mixed[0]
         clock.lap("priced_mix")
     timed_out = clock.remaining() == 0.0
-    return finish(problem, choices, search.bound, timed_out, clock, "priced", before, before)
+    assert bound is not None
+    return finish(problem, choices, bound, timed_out, clock, "priced", before, before)

@@ -96,9 +96,9 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
         if expert_axes:
             raise UsageError("--expert-axes is not available with a pp axis yet: plan the "
                              "experts on the mesh without pp")
-        if not training or verify:
+        if not training:
             raise UsageError("a mesh with a pp axis plans a pipelined training step: add "
-                             "--training (--verify of pipelined plans is not available yet)")
+                             "--training")
         _, inner = split_mesh(mesh)
         result = plan_pipeline(graph, mesh, stage_graph=stage_builder(model, shapes),
                                pipeline=pipeline_choice(schedule, stages_text, virtual_stages),

@@ -45,6 +45,12 @@ MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
               show_default=True)
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
               show_default=True)
+@click.option("--pp", "pp_text", default="auto", show_default=True,
+              help="Pipeline sizes of a --training sweep, e.g. 2,4: meshes with a pp axis "
+                   "of each size are added (auto: 2,4,8; none: no pipeline).")
+@click.option("--micro-batch", "micro_batch_text", default="1", show_default=True,
+              help="Samples per micro-batch and data-parallel replica of the pipelined "
+                   "points, e.g. 1,2.")
 @click.option("--layers", type=int, default=None)
 @click.option("--hidden", type=int, default=None)
 @click.option("--ffn", type=int, default=None)
@@ -106,12 +112,31 @@ def spec_from_options(options: dict[str, Any]) -> tuple[SweepSpec, RunSettings]:
         batches=_optional_list(options["batch_text"], "--batch"),
         seqs=_optional_list(options["seq_text"], "--seq"),
         training=options["training"], optimizer=options["optimizer"],
-        recompute=options["recompute"], overrides=overrides)
+        recompute=options["recompute"], overrides=overrides,
+        pipeline=_pipeline_sizes(options["pp_text"], options["training"]),
+        micro_batch_sizes=parse_int_list(options["micro_batch_text"], "--micro-batch"))
     memory = options["memory"]
     settings = RunSettings(memory_limit=float(parse_bytes(memory)) if memory else None,
                            reserve=float(parse_bytes(options["reserve"])),
                            time_limit=options["time_limit"], gap=options["gap"])
     return spec, settings
+
+
+AUTO_PP = (2, 4, 8)
+
+
+def _pipeline_sizes(text: str, training: bool) -> tuple[int, ...]:
+    if text == "none":
+        return ()
+    if text == "auto":
+        return AUTO_PP if training else ()
+    if not training:
+        raise UsageError("--pp applies to --training sweeps only (a pipeline is a training "
+                         "schedule)")
+    sizes = parse_int_list(text, "--pp")
+    if any(size < 2 for size in sizes):
+        raise UsageError(f'--pp "{text}": a pipeline has at least 2 stages')
+    return sizes
 
 
 def _optional_list(text: str | None, option: str) -> tuple[int | None, ...]:

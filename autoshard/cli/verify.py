@@ -21,10 +21,14 @@ from typing import Any
 import click
 
 from autoshard.cli.common import friendly_errors, parse_links, plan_step_options, shape_options
+from autoshard.errors import UsageError
 from autoshard.export.lowering import ReshardMismatchError, lower_plan_reshards
+from autoshard.export.pipeline_view import stage_overrides, stage_plan
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.record import Plan
+from autoshard.sharding.links import MeshLinks, resolve_topology
+from autoshard.sharding.mesh import Mesh
 from autoshard.verify.verification import planned_graph, verify
 
 SHAPE_OPTIONS = SHAPE_OVERRIDES
@@ -61,12 +65,15 @@ def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write
     """Everything ``autoshard verify`` does; exits 1 when the plan fails."""
     plan = Plan.load(plan_path)
     graph = load_model(model, {k: shape.get(k) for k in SHAPE_OPTIONS})
-    full = planned_graph(plan, graph, training=training, optimizer=optimizer,
-                         recompute=recompute)  # a training plan's step: read off the plan
-    mesh = plan_shardings(plan).mesh
-    topo, links = plan_links(plan, mesh, topology, parse_links(link_specs))
-    check_fingerprint(plan, full, mesh, topo, links)
-    _check_paths(plan, links, float(topo.device.hbm_bw_bytes_per_s))
+    if plan.pipeline:
+        _check_pipelined(plan, graph, topology, parse_links(link_specs), training)
+    else:
+        full = planned_graph(plan, graph, training=training, optimizer=optimizer,
+                             recompute=recompute)  # a training plan's step: read off the plan
+        mesh = plan_shardings(plan).mesh
+        topo, links = plan_links(plan, mesh, topology, parse_links(link_specs))
+        check_fingerprint(plan, full, mesh, topo, links)
+        _check_paths(plan, links, float(topo.device.hbm_bw_bytes_per_s))
     result = verify(plan, graph, seed=seed, scale=not full_size)
     record = result.to_record()
     if write:
@@ -74,6 +81,22 @@ def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write
     _report(result, record, as_json, write, plan_path)
     if not result.passed:
         sys.exit(FAILED_EXIT)
+
+
+def _check_pipelined(plan: Plan, graph: Any, topology: str | None,
+                     overrides: dict[str, Any], training: bool | None) -> None:
+    """A pipelined plan records the whole model's fingerprint on the whole mesh; its
+    reshards are the stage plan's, priced on the stage mesh's links."""
+    if training is False:
+        raise UsageError("the plan is a pipelined training step: drop --inference")
+    mesh = Mesh(axes=tuple(plan.mesh))
+    topo = resolve_topology(topology or plan.topology)
+    check_fingerprint(plan, graph, mesh, topo, MeshLinks.build(mesh, topo, overrides))
+    stage = stage_plan(plan)
+    stage_mesh = plan_shardings(stage).mesh
+    _, stage_links = plan_links(stage, stage_mesh, topology,
+                                stage_overrides(plan, topology, overrides))
+    _check_paths(stage, stage_links, float(topo.device.hbm_bw_bytes_per_s))
 
 
 def _check_paths(plan: Any, links: Any, hbm_bw: float) -> None:

@@ -397,7 +397,8 @@ class _Planner:
             # the unconstrained optimum is a proven lower bound of the constrained problem
             answer, self.problem = self.pricing.solve(constrained, lambda p: solver.solve(
                 p, time_limit=remaining(), backend=options.backend, known_bound=free.bound,
-                gap=options.gap))
+                gap=options.gap,
+                free_choices=free.choices if len(free.choices) == p.num_nodes else None))
             return answer
         except solver.Infeasible as exc:
             problem = constrained(self.pricing.problem())

@@ -1,4 +1,5 @@
-"""Plots of a sweep: step time, memory and best throughput, byte-stable PNGs.
+"""Plots of a sweep: step time, memory, best throughput and the time-memory frontier,
+byte-stable PNGs.
 
 The same ``sweep.csv`` always gives the same bytes: matplotlib's Agg backend, fixed figure
 sizes and DPI, no date or software version in the PNG metadata, and a caption holding the
@@ -22,7 +23,7 @@ STUDY_KEYS = ("model", "mode", "batch", "seq", "topology", "links")
 NUMERIC = ("devices", "axes", "batch", "seq", "total_s", "compute_s", "comm_s", "hidden_s",
            "comm_share",
            "tokens_per_s", "peak_bytes_per_device", "limit_bytes", "gap", "top_collective_s",
-           "solve_s", "wall_s")
+           "solve_s", "wall_s", "micro_batch", "micro_batches", "bubble_fraction")
 GIB = 2.0**30
 _PNG_METADATA = {"Software": None}
 
@@ -57,8 +58,10 @@ def _label(row: pd.Series) -> str:
 
 
 def _bar_labels(rows: pd.DataFrame) -> list[str]:
-    return [f"{int(d)}: {m}" + ("" if ok else " (infeasible)")
-            for d, m, ok in zip(rows["devices"], rows["mesh"], rows["feasible"], strict=True)]
+    return [f"{int(d)}: {m}" + ("" if pd.isna(mb) else f" mb{int(mb)}")
+            + ("" if ok else " (infeasible)")
+            for d, m, mb, ok in zip(rows["devices"], rows["mesh"], rows["micro_batch"],
+                                    rows["feasible"], strict=True)]
 
 
 def _figure(count: int, width: float, height: float) -> tuple[Any, list[Any]]:
@@ -99,6 +102,10 @@ def plot_step_time(table: pd.DataFrame, path: Path, caption: str) -> Path:
         comm = (rows["comm_s"].fillna(0.0) - hidden) * 1e3
         ax.bar(positions, compute, color="#4c72b0", label="compute")
         ax.bar(positions, comm, bottom=compute, color="#dd8452", label="exposed communication")
+        bubble = (rows["total_s"].fillna(0.0) * 1e3 - compute - comm).clip(lower=0.0)
+        if rows["micro_batch"].notna().any():  # pipelined: the schedule's idle time
+            ax.bar(positions, bubble, bottom=compute + comm, color="#8172b3",
+                   label="pipeline bubble and transfers")
         ax.set_xticks(list(positions), _bar_labels(rows), rotation=60, ha="right", fontsize=7)
         ax.set_ylabel("step time (ms)")
         ax.set_title(label, fontsize=9)
@@ -195,10 +202,53 @@ def plot_throughput(table: pd.DataFrame, path: Path, caption: str) -> Path:
     return _save(fig, path, caption)
 
 
+def frontier(rows: pd.DataFrame) -> pd.DataFrame:
+    """The feasible points no other beats in both step time and peak memory (ties: file
+    order), by increasing memory."""
+    feasible = rows[rows["feasible"]].assign(_order=range(int(rows["feasible"].sum())))
+    ranked = feasible.sort_values(["peak_bytes_per_device", "total_s", "_order"],
+                                  kind="mergesort")
+    previous = ranked["total_s"].cummin().shift(fill_value=float("inf"))
+    return ranked[ranked["total_s"] < previous].drop(columns="_order")
+
+
+def plot_frontier(table: pd.DataFrame, path: Path, caption: str) -> Path:
+    """Step time against peak memory per device, one subplot per study: every feasible mesh
+    (pipelined ones, with a pp axis, as triangles) and the frontier of meshes no other beats
+    in both."""
+    groups = studies(table)
+    fig, axes = _figure(len(groups), 8.0, 4.0)
+    for ax, (label, rows) in zip(axes, groups, strict=True):
+        feasible = rows[rows["feasible"]]
+        piped = feasible["micro_batch"].notna()
+        for mask, marker, name in ((~piped, "o", "without pp"), (piped, "^", "with pp")):
+            part = feasible[mask]
+            if not part.empty:
+                ax.scatter(part["peak_bytes_per_device"] / GIB, part["total_s"] * 1e3,
+                           marker=marker, label=name, alpha=0.7)
+        edge = frontier(rows)
+        if not edge.empty:
+            ax.step(edge["peak_bytes_per_device"] / GIB, edge["total_s"] * 1e3, where="post",
+                    color="black", linewidth=1, label="frontier")
+            for _, row in edge.iterrows():
+                text = row["mesh"] + ("" if pd.isna(row["micro_batch"])
+                                      else f" mb{int(row['micro_batch'])}")
+                ax.annotate(text, (row["peak_bytes_per_device"] / GIB, row["total_s"] * 1e3),
+                            fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax.set_xlabel("peak GiB per device")
+        ax.set_ylabel("step time (ms)")
+        ax.set_title(label, fontsize=9)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    return _save(fig, path, caption)
+
+
 def write_plots(table: pd.DataFrame, out_dir: Path, caption: str) -> list[Path]:
-    """``step_time.png``, ``memory.png`` and ``throughput.png`` under ``out_dir``."""
+    """``step_time.png``, ``memory.png``, ``throughput.png`` and ``frontier.png`` under
+    ``out_dir``."""
     if table.empty:
         return []
     return [plot_step_time(table, out_dir / "step_time.png", caption),
             plot_memory(table, out_dir / "memory.png", caption),
-            plot_throughput(table, out_dir / "throughput.png", caption)]
+            plot_throughput(table, out_dir / "throughput.png", caption),
+            plot_frontier(table, out_dir / "frontier.png", caption)]

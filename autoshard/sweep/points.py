@@ -13,6 +13,13 @@ Worked example, 8 devices, 1 to 3 axes::
     1     dp=8
     2     dp=2,tp=4   dp=4,tp=2
     3     dp=2,fsdp=2,tp=2
+
+A training sweep with pipeline sizes (``--pp``, e.g. 2,4) adds the meshes with a ``pp`` axis
+of each size: the other devices split into the data axis (outermost, the first axis name)
+and the tensor axis (innermost, the last name), each 1 (left out) or more, at most
+``max_axes`` axes in all, e.g. for 8 devices and pp=2: ``pp=2,tp=4``, ``dp=4,pp=2``,
+``dp=2,pp=2,tp=2``. Each such mesh is one point per micro-batch size (``--micro-batch``,
+per data-parallel replica); a size the batch does not divide into is left out.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from autoshard.errors import UsageError
 from autoshard.sharding.mesh import Mesh
 
 MAX_AXES = 3
+PP_AXIS = "pp"
 DEFAULT_AXIS_NAMES = ("dp", "fsdp", "tp")
 DEFAULT_LINKS = "default"
 _SLUG = re.compile(r"[^A-Za-z0-9.]+")
@@ -106,6 +114,7 @@ class Point:
     mesh: tuple[tuple[str, int], ...]
     topology: str
     links: str = DEFAULT_LINKS
+    micro_batch: int | None = None  # pipelined points: samples per micro-batch and replica
 
     @property
     def devices(self) -> int:
@@ -122,7 +131,23 @@ class Point:
         parts = [shape.slug, f"b{_text(shape.batch)}", f"s{_text(shape.seq)}",
                  _slug(Path(self.topology).stem), _slug(self.links, limit=40),
                  ".".join(f"{name}{size}" for name, size in self.mesh)]
+        if self.micro_batch is not None:
+            parts.append(f"mb{self.micro_batch}")
         return "_".join(parts)
+
+    @property
+    def pipelined(self) -> bool:
+        return any(name == PP_AXIS for name, _ in self.mesh)
+
+    def micro_batches(self) -> tuple[int, int]:
+        """``(graph batch, micro-batches per step)`` of a pipelined point: the graph holds
+        one micro-batch of every data-parallel replica (the axes outside ``pp``)."""
+        names = [name for name, _ in self.mesh]
+        replicas = 1
+        for _, size in self.mesh[: names.index(PP_AXIS)]:
+            replicas *= size
+        graph_batch = replicas * (self.micro_batch or 1)
+        return graph_batch, (self.shape.batch or graph_batch) // graph_batch
 
     def link_overrides(self) -> dict[str, str]:
         """The variant's overrides that name an axis of this mesh (others do not apply)."""
@@ -174,6 +199,8 @@ class SweepSpec:
     optimizer: str = "adamw"
     recompute: str = "none"
     overrides: tuple[tuple[str, Any], ...] = ()
+    pipeline: tuple[int, ...] = ()  # pp sizes (training sweeps)
+    micro_batch_sizes: tuple[int, ...] = (1,)
 
     def __post_init__(self) -> None:
         if not self.devices or any(d < 2 for d in self.devices):
@@ -207,11 +234,53 @@ def enumerate_points(spec: SweepSpec) -> tuple[Point, ...]:
 
 
 def _meshes(spec: SweepSpec, shape: Shape, topology: str, links: str) -> list[Point]:
-    return [Point(shape=shape, topology=topology, links=links,
-                  mesh=tuple(zip(axis_names_for(len(sizes), spec.axis_names), sizes,
-                                 strict=True)))
-            for devices in spec.devices
-            for sizes in factorizations(devices, spec.min_axes, spec.max_axes)]
+    points = []
+    for devices in spec.devices:
+        points += [Point(shape=shape, topology=topology, links=links,
+                         mesh=tuple(zip(axis_names_for(len(sizes), spec.axis_names), sizes,
+                                        strict=True)))
+                   for sizes in factorizations(devices, spec.min_axes, spec.max_axes)]
+        if shape.training:
+            points += [Point(shape=shape, topology=topology, links=links, mesh=mesh,
+                             micro_batch=size)
+                       for mesh in pipeline_meshes(devices, spec) for size in
+                       spec.micro_batch_sizes if _divides(shape.batch, mesh, size)]
+    return points
+
+
+def pipeline_meshes(devices: int, spec: SweepSpec) -> list[tuple[tuple[str, int], ...]]:
+    """Meshes of ``devices`` with a ``pp`` axis of each of ``spec.pipeline``'s sizes (see
+    the module docstring), fewer axes first.
+
+    Example:
+        >>> spec = SweepSpec(model="gpt2", devices=(8,), training=True, pipeline=(2,))
+        >>> [",".join(f"{n}={s}" for n, s in m) for m in pipeline_meshes(8, spec)]
+        ['dp=4,pp=2', 'pp=2,tp=4', 'dp=2,pp=2,tp=2']
+    """
+    data, tensor = spec.axis_names[0], spec.axis_names[-1]
+    found = []
+    for pp in spec.pipeline:
+        if devices % pp or pp < 2:
+            continue
+        rest = devices // pp
+        splits = [(rest, 1), (1, rest)] + [(a, rest // a) for a in range(2, rest)
+                                           if rest % a == 0]
+        for dp, tp in dict.fromkeys(splits if rest > 1 else [(1, 1)]):
+            mesh = tuple((n, s) for n, s in ((data, dp), (PP_AXIS, pp), (tensor, tp))
+                         if s > 1 or n == PP_AXIS)
+            if spec.min_axes <= len(mesh) <= spec.max_axes:
+                found.append(mesh)
+    return sorted(found, key=len)
+
+
+def _divides(batch: int | None, mesh: tuple[tuple[str, int], ...], size: int) -> bool:
+    """Whether the batch splits into whole micro-batches of ``size`` per replica."""
+    if batch is None:
+        return True
+    point = Point(shape=Shape(model="", batch=batch, seq=None, training=True), mesh=mesh,
+                  topology="", micro_batch=size)
+    graph_batch, count = point.micro_batches()
+    return count >= 1 and graph_batch * count == batch
 
 
 def parse_int_list(text: str, option: str) -> tuple[int, ...]:

@@ -19,12 +19,13 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from autoshard.errors import AutoshardError, MemoryTooSmallError, UsageError
 from autoshard.logs import configure_logging, driver_log_level
 from autoshard.planning.model_source import load_model
+from autoshard.planning.pipeline.pipelined import plan_pipeline
 from autoshard.planning.planner import plan, training_step_graph
 from autoshard.planning.record import Plan
 from autoshard.sharding.mesh import Mesh
@@ -89,13 +90,16 @@ def run_point(point: Point, settings: RunSettings) -> PointResult:
     """Plan one point; a recorded error becomes an infeasible row instead of an exception."""
     start = time.perf_counter()
     try:
-        graph = build_graph(point.shape)
-        result = plan(graph, Mesh(axes=point.mesh), topology=point.topology,
-                      links=point.link_overrides(), memory_limit=settings.memory_limit,
-                      time_limit=settings.time_limit, training=point.shape.training,
-                      optimizer=point.shape.optimizer, recompute=point.shape.recompute,
-                      reserve=settings.reserve, backend=settings.backend,
-                      model_name=point.shape.model, gap=settings.gap)
+        if point.pipelined:
+            result = run_pipelined(point, settings)
+        else:
+            graph = build_graph(point.shape)
+            result = plan(graph, Mesh(axes=point.mesh), topology=point.topology,
+                          links=point.link_overrides(), memory_limit=settings.memory_limit,
+                          time_limit=settings.time_limit, training=point.shape.training,
+                          optimizer=point.shape.optimizer, recompute=point.shape.recompute,
+                          reserve=settings.reserve, backend=settings.backend,
+                          model_name=point.shape.model, gap=settings.gap)
     except RECORDED_ERRORS as exc:
         row = error_row(point, exc)
         row["wall_s"] = time.perf_counter() - start
@@ -106,12 +110,30 @@ def run_point(point: Point, settings: RunSettings) -> PointResult:
     return PointResult(point_id=point.point_id, row=row, plan_json=result.to_json())
 
 
+def run_pipelined(point: Point, settings: RunSettings) -> Plan:
+    """A point with a ``pp`` axis: the pipelined training step of the whole batch in
+    micro-batches (:func:`autoshard.plan_pipeline`, schedule searched), each micro-batch
+    ``micro_batch`` samples per data-parallel replica."""
+    graph_batch, count = point.micro_batches()
+    shape = replace(point.shape, batch=graph_batch, training=False)
+
+    def stage_graph(layers: int) -> OpGraph:
+        return build_graph(replace(shape, overrides=(*shape.overrides, ("layers", layers))))
+
+    return plan_pipeline(build_graph(shape), Mesh(axes=point.mesh), stage_graph=stage_graph,
+                         topology=point.topology, links=point.link_overrides(),
+                         memory_limit=settings.memory_limit, time_limit=settings.time_limit,
+                         optimizer=shape.optimizer, recompute=shape.recompute,
+                         reserve=settings.reserve, backend=settings.backend,
+                         micro_batches=count, model_name=shape.model, gap=settings.gap)
+
+
 def base_row(point: Point) -> dict[str, Any]:
     shape = point.shape
     return {"point": point.point_id, "model": shape.model, "mode": shape.mode,
             "devices": point.devices, "axes": len(point.mesh), "mesh": point.mesh_text,
             "topology": point.topology, "links": point.links, "batch": shape.batch,
-            "seq": shape.seq, "training": shape.training}
+            "seq": shape.seq, "training": shape.training, "micro_batch": point.micro_batch}
 
 
 def plan_row(point: Point, result: Plan) -> dict[str, Any]:
@@ -130,7 +152,15 @@ def plan_row(point: Point, result: Plan) -> dict[str, Any]:
             "optimal": objective.optimal, "gap": objective.gap, "status": objective.status,
             "top_collective": kind, "top_collective_axes": axes,
             "top_collective_s": seconds, "solve_s": objective.solve_s,
-            "plan": f"points/{point.point_id}/plan.json", "error_kind": None, "error": None}
+            "plan": f"points/{point.point_id}/plan.json", "error_kind": None, "error": None,
+            **pipeline_cells(result)}
+
+
+def pipeline_cells(result: Plan) -> dict[str, Any]:
+    """A pipelined plan's schedule, micro-batches and simulated bubble (empty otherwise)."""
+    record = result.pipeline or {}
+    return {"schedule": record.get("schedule"), "micro_batches": record.get("micro_batches"),
+            "bubble_fraction": record.get("bubble_fraction")}
 
 
 def error_row(point: Point, exc: Exception) -> dict[str, Any]:

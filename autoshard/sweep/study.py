@@ -151,13 +151,15 @@ def _check_run_options(jobs: int, executor: ExecutorKind, scheduler: str | None)
 
 
 def with_default_shape(spec: SweepSpec) -> SweepSpec:
-    """Fill unset batch/seq with the zoo model's defaults, so rows and ids state them."""
+    """Fill unset batch/seq with the zoo model's defaults, so rows and ids state them; keep
+    the pipeline sizes the model's layers allow (a stage holds at least one layer)."""
     if spec.model.endswith(".json") or Path(spec.model).exists():
         return spec
 
     config = zoo.config(spec.model, **dict(spec.overrides))
     return replace(spec, batches=tuple(config.batch if b is None else b for b in spec.batches),
-                   seqs=tuple(config.seq if s is None else s for s in spec.seqs))
+                   seqs=tuple(config.seq if s is None else s for s in spec.seqs),
+                   pipeline=tuple(p for p in spec.pipeline if p <= config.layers))
 
 
 def _prepare(out_dir: Path, csv_path: Path, *, resume: bool, force: bool
@@ -281,7 +283,10 @@ def canonical_command(spec: SweepSpec, settings: RunSettings, out_dir: Path,
             args += [option, ",".join(str(v) for v in values)]
     args.append("--training" if spec.training else "--inference")
     if spec.training:
-        args += ["--optimizer", spec.optimizer, "--recompute", spec.recompute]
+        args += ["--optimizer", spec.optimizer, "--recompute", spec.recompute,
+                 "--pp", ",".join(map(str, spec.pipeline)) or "none"]
+        if spec.pipeline:
+            args += ["--micro-batch", ",".join(map(str, spec.micro_batch_sizes))]
     for name, value in spec.overrides:
         args += [f"--{name}", str(value)]
     if settings.memory_limit is not None:

@@ -23,12 +23,14 @@ COLUMNS = (
     "training", "total_s", "compute_s", "comm_s", "hidden_s", "comm_share", "tokens_per_s",
     "peak_bytes_per_device", "limit_bytes", "feasible", "optimal", "gap", "status",
     "top_collective", "top_collective_axes", "top_collective_s", "solve_s", "wall_s", "plan",
-    "error_kind", "error",
+    "error_kind", "error", "micro_batch", "schedule", "micro_batches", "bubble_fraction",
 )
 """Column order of ``sweep.csv``. ``total_s = compute_s + comm_s - hidden_s`` (communication
 hidden behind compute); ``comm_share`` is the exposed communication's share of the step.
 ``peak_bytes_per_device`` of a point infeasible for memory is the smallest peak any plan
-needs; ``plan`` is relative to the sweep directory."""
+needs; ``plan`` is relative to the sweep directory. Pipelined points (a ``pp`` axis) fill
+the last four: samples per micro-batch and replica, the schedule, micro-batches per step and
+the simulated step's bubble fraction; ``total_s`` is then the simulated step."""
 
 TIMING_COLUMNS = ("solve_s", "wall_s")
 """Columns measured in wall-clock time: they differ between two runs of the same sweep."""

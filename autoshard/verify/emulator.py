@@ -132,7 +132,7 @@ class _Run:
     def _op(self, op: Op) -> None:
         strategy = self._strategy(op)
         if op.kind in ev.SOURCE_KINDS:
-            value = ev.source_value(self.graph, op, self.seed)
+            value = self._source_value(op)
             self.values[op.outputs[0]] = value
             sharding = strategy.outputs[0]
             self.held[op.outputs[0]] = (sharding, el.shard_all(value, sharding, self.seed))
@@ -149,6 +149,10 @@ class _Run:
             self._check("op", op.name, name)
         self._after(op)
         self._release(op)
+
+    def _source_value(self, op: Op) -> np.ndarray:
+        """The random value of a source op's tensor (a pipelined run feeds micro-batches)."""
+        return ev.source_value(self.graph, op, self.seed)
 
     def _release(self, op: Op) -> None:
         """Forget every value no later op reads (a 32-layer model fits in memory)."""

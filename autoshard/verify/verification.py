@@ -52,6 +52,7 @@ from autoshard.planning.record import Plan
 from autoshard.sharding.mesh import Mesh
 from autoshard.strategies.derive import enumerate_strategies
 from autoshard.verify.emulator import emulate
+from autoshard.verify.pipeline import emulate_pipeline
 from autoshard.verify.results import EmulationError, EmulationResult
 from graphs import GraphError, OpGraph, zoo
 from graphs.zoo import Family, ModelConfig
@@ -111,12 +112,46 @@ def verify(plan: Plan, graph: OpGraph, *, seed: int = 0, scale: bool = True) -> 
         (True, (64, 2))
     """
     start = time.perf_counter()
+    if plan.pipeline:
+        return _verify_pipeline(plan, graph, seed=seed, scale=scale)
     small, dims = scaled_graph(plan, graph) if scale else (planned_graph(plan, graph), {})
     result = emulate(plan, small, seed)
     culprit = None if result.divergence is None else result.divergence.name
     return Verification(passed=result.passed, max_abs_err=result.max_abs_err,
                         max_rel_err=result.max_rel_err, scaled_dims=dims, culprit=culprit,
                         message=result.summary(), seed=seed,
+                        seconds=time.perf_counter() - start, result=result)
+
+
+def _verify_pipeline(plan: Plan, graph: OpGraph, *, seed: int, scale: bool) -> Verification:
+    """A pipelined plan, micro-batch by micro-batch (:mod:`autoshard.verify.pipeline`), on
+    the smallest copy of the model whose stage model runs the plan's program."""
+    start = time.perf_counter()
+    config = zoo.config_of(graph)
+    if config is None:
+        raise EmulationError("a pipelined plan is verified on a zoo model or Hugging Face "
+                             "config (its stages are rebuilt from the config); graph "
+                             f'"{graph.name}" is neither')
+    chosen, dims = config, {}
+    if scale:
+        layers = int(plan.pipeline["stage_model_layers"])  # type: ignore[index]
+        stage = replace(plan, mesh=tuple(a for a in plan.mesh if a[0] != "pp"))
+        full = planned_graph(stage, zoo.build_config(replace(config, layers=layers)))
+        mesh = Mesh(axes=tuple(stage.mesh))
+        for small in _candidates(config, mesh.size):
+            try:
+                copy = planned_graph(stage, zoo.build_config(replace(small, layers=layers)))
+            except (GraphError, EmulationError):
+                continue
+            if same_program(stage, full, copy, mesh):
+                chosen, dims = small, _statement(config, small)
+                break
+    run = emulate_pipeline(plan, chosen, seed=seed)
+    result = run.result
+    culprit = None if result.divergence is None else result.divergence.name
+    return Verification(passed=result.passed, max_abs_err=result.max_abs_err,
+                        max_rel_err=result.max_rel_err, scaled_dims=dims, culprit=culprit,
+                        message=run.summary(), seed=seed,
                         seconds=time.perf_counter() - start, result=result)
 
 

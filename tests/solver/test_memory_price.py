@@ -50,12 +50,16 @@ def test_priced_chain_keeps_a_true_bound_and_fits(seed, layers, per_block, slack
         with pytest.raises(Infeasible):
             solve(problem)
         return
-    answer = solve(problem)
-    assert answer.bound <= best + 1e-9
-    assert answer.objective >= best - 1e-9
-    assert answer.peak_memory <= problem.memory_limit + 1e-9
-    if answer.optimal:
-        assert answer.objective == pytest.approx(best, abs=1e-9)
+    free = solve(ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
+                               blocks=problem.blocks))
+    # with and without the unconstrained optimum to start the price search from
+    for answer in (solve(problem), solve(problem, known_bound=free.bound,
+                                         free_choices=free.choices)):
+        assert answer.bound <= best + 1e-9
+        assert answer.objective >= best - 1e-9
+        assert answer.peak_memory <= problem.memory_limit + 1e-9
+        if answer.optimal:
+            assert answer.objective == pytest.approx(best, abs=1e-9)
 
 
 def test_the_priced_row_is_equal_in_every_interior_block_and_below_the_real_one() -> None:
@@ -92,3 +96,4 @@ def test_memory_that_forces_the_expensive_option_is_priced_to_a_proof() -> None:
     assert answer.optimal
     assert answer.objective == pytest.approx(layers - 1)
     assert sorted(answer.choices).count(0) == 1
+

@@ -35,7 +35,9 @@ PREFIXES = ("bwd/", "opt/", "grad/", "recompute/")
 class PartCost:
     """One layer (or the embedding, or the head) on one device of its stage: seconds per
     micro-batch of forward, B and W; seconds per step of its tail; bytes resident all step
-    (``static_bytes``) and saved per micro-batch in flight (``activation_bytes``)."""
+    (``static_bytes``), saved per micro-batch in flight (``activation_bytes``) and, of those
+    plus the output gradients, what the weight-gradient ops read (``weight_bytes``: held
+    from B to W when a zero-bubble schedule defers W)."""
 
     forward_s: float = 0.0
     backward_s: float = 0.0
@@ -43,6 +45,7 @@ class PartCost:
     tail_s: float = 0.0
     static_bytes: float = 0.0
     activation_bytes: float = 0.0
+    weight_bytes: float = 0.0  # what a deferred W keeps from its B to itself
 
     def __add__(self, other: PartCost) -> PartCost:
         return PartCost(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
@@ -58,7 +61,7 @@ class PartCost:
 
 def _fields(cost: PartCost) -> tuple[float, ...]:
     return (cost.forward_s, cost.backward_s, cost.weight_s, cost.tail_s, cost.static_bytes,
-            cost.activation_bytes)
+            cost.activation_bytes, cost.weight_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,8 @@ def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
     for part, static, saved in _bytes(graph, ops, plan, part_of, phase):
         sums[part]["static"] += static
         sums[part]["saved"] += saved
+    for part, nbytes in _weight_inputs(graph, ops, plan, part_of, phase):
+        sums[part]["residual"] += nbytes
     layers = sorted(k for k in sums if k >= 0)
     return LayerCosts(pre=_cost(sums[PRE]), layers=tuple(_cost(sums[k]) for k in layers),
                       post=_cost(sums[POST]), boundary_bytes=_boundary(graph, ops, plan,
@@ -170,6 +175,23 @@ def _bytes(graph: OpGraph, ops: list[Op], plan: Plan, part_of: dict[str, int],
                 yield part_of[op.name], 0.0, nbytes
 
 
+def _weight_inputs(graph: OpGraph, ops: list[Op], plan: Plan, part_of: dict[str, int],
+                   phase: dict[str, str]) -> Iterable[tuple[int, float]]:
+    """Local bytes of the activations and gradients the W ops (weight gradients) read, each
+    tensor once per part: held from B until W runs (Qi et al. 2023 §2's ``M_W``)."""
+    seen: set[tuple[int, str]] = set()
+    for op in ops:
+        if phase[op.name] != "weight":
+            continue
+        shapes = plan.ops[op.name].local_inputs
+        for name, shape in zip(op.inputs, shapes, strict=True):
+            key = (part_of[op.name], name)
+            if graph.tensors[name].role in STATIC_ROLES or key in seen:
+                continue
+            seen.add(key)
+            yield key[0], float(math.prod(shape)) * graph.tensors[name].dtype.itemsize
+
+
 def _consumers(ops: list[Op]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = defaultdict(list)
     for op in ops:
@@ -199,4 +221,5 @@ def _cost(sums: dict[str, float]) -> PartCost:
     return PartCost(forward_s=sums.get("forward", 0.0), backward_s=sums.get("backward", 0.0),
                     weight_s=sums.get("weight", 0.0), tail_s=sums.get("tail", 0.0),
                     static_bytes=sums.get("static", 0.0),
-                    activation_bytes=sums.get("saved", 0.0))
+                    activation_bytes=sums.get("saved", 0.0),
+                    weight_bytes=sums.get("residual", 0.0))

@@ -11,9 +11,10 @@ solve per stage under an inter-operator partition):
    stack prices every layer of every stage (four layers: the shortest stack the periodic
    solve recognises). When no cut fits with those layouts (a stage holds more layers than the
    stage model, and more micro-batches in flight), the stage model is re-planned under a
-   budget lowered by the shortfall scaled to its share of a stage (up to four solves, each
-   re-solve limited to 60 s unless a time limit is given: its plan then states its gap), so
-   the solver trades speed for memory (ZeRO-style sharded state) as a full stage must.
+   budget lowered by the shortfall scaled to its share of a stage, then at its smallest
+   peak (:func:`fit_memory`; re-solves limited to 60 s unless a time limit is given, a
+   timed-out one counting as undecided, never as "does not fit"), so the solver trades
+   speed for memory (ZeRO-style sharded state) as a full stage must.
 2. Its records summed per layer (:mod:`.layer_costs`): forward, backward (B and W), the
    per-step tail (gradient sync of the layer's parameters over the data-parallel axes, after
    the last micro-batch, and its optimizer step), bytes.
@@ -47,11 +48,13 @@ from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
 from costmodel import CollectiveKind, Topology, collective_seconds, peak_flops
 from graphs import OpGraph, TensorRole
+from solver import NoSolutionError
 
 PP_AXIS = "pp"
 STAGE_MODEL_LAYERS = 4  # the stage model's layers: the periodic solve's minimum stack
-MEMORY_ATTEMPTS = 4  # stage-model solves under a shrinking budget before giving up
-RESOLVE_TIME_LIMIT_S = 60.0  # per memory-constrained re-solve unless --time-limit is given
+MEMORY_ATTEMPTS = 4  # stage-model solves under a shrinking budget before the frugal one
+FRUGAL_SLACK = 1e-9  # relative room above the smallest peak for the frugal re-solve
+RESOLVE_TIME_LIMIT_S = 60.0  # per re-solve unless --time-limit is given (never a verdict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,36 +114,68 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
     stage = stage_graph(size) if stage_graph is not None and size < layers else forward
     train = training_step_graph(stage, optimizer, recompute)
     full_links = MeshLinks.build(mesh, topo, dict(links or {}))
-    budget = limit
-    shortfall: MemoryTooSmallError | None = None
-    for attempt in range(MEMORY_ATTEMPTS):
+    def solve(budget: float, again: bool) -> Plan:
         options_now = dict(plan_options)
-        if attempt and options_now.get("time_limit") is None:
+        if again and options_now.get("time_limit") is None:
             options_now["time_limit"] = RESOLVE_TIME_LIMIT_S
-        try:
-            intra = plan(train, inner, topology=topo,
-                         links=stage_links(full_links, topo, links), memory_limit=budget,
-                         reserve=reserve, micro_batches=micro_batches, model_name=model_name,
-                         **options_now)
-        except MemoryTooSmallError:
-            if shortfall is None:
-                raise
-            raise shortfall from None  # the stage, not the shrunk stage model, is the culprit
+        return plan(train, inner, topology=topo, links=stage_links(full_links, topo, links),
+                    memory_limit=budget, reserve=reserve, micro_batches=micro_batches,
+                    model_name=model_name, **options_now)
+
+    def price(intra: Plan) -> tuple[LayerCosts, Setting, Choice]:
         stage_costs = layer_costs(train, intra)
         costs = _model_costs(stage_costs, layers)
         setting = _setting(intra, stage_costs, costs, full_links, options, p, micro_batches,
                            limit, reserve)
-        try:
-            choice = choose(costs, setting, schedule)
-            break
-        except MemoryTooSmallError as exc:
-            shortfall = exc
-            over = exc.needed_bytes - setting.limit_bytes
-            budget -= over * len(stage_costs.layers) / per_stage
-            if attempt == MEMORY_ATTEMPTS - 1 or budget <= reserve:
-                raise
+        return stage_costs, setting, choose(costs, setting, schedule)
+
+    intra, (stage_costs, setting, choice) = fit_memory(solve, price, limit, reserve,
+                                                       size / per_stage)
     return _pipelined_plan(forward, mesh, topo, full_links, intra, choice, setting,
                            reserve=reserve, stage_layers=len(stage_costs.layers))
+
+
+def fit_memory(solve: Callable[[float, bool], Plan], price: Callable[[Plan], Any],
+               limit: float, reserve: float, share: float,
+               peak_of: Callable[[Any], float] = lambda p: p.peak_bytes_per_device,
+               ) -> tuple[Plan, Any]:
+    """The stage model's plan under the largest budget whose stage cut fits, and its price.
+
+    ``solve(budget, again)`` plans the stage model (``again``: a re-solve, which may carry a
+    time limit; raising MemoryTooSmallError with the smallest peak when none fits, or
+    solver.NoSolutionError when time ran out first); ``price(plan)`` chooses the cut
+    (raising MemoryTooSmallError when no cut fits the device). A stage holds more layers and
+    micro-batches in flight than the stage model, so the budget is lowered below the plan's
+    peak (``peak_of``) by the shortfall times the stage model's share of a stage, up to
+    :data:`MEMORY_ATTEMPTS` times; then the
+    most frugal stage plan (budget = the stage model's smallest peak) decides. "No plan
+    fits" is only ever the verdict of that frugal plan, never of a faster one nor of a
+    re-solve that ran out of time (which goes to the frugal plan; if that one runs out of
+    time too, the error says so): a frugal plan that fits keeps fitting with more memory.
+    """
+    budget, frugal = limit, False
+    for attempt in range(MEMORY_ATTEMPTS + 2):
+        try:
+            intra = solve(budget, budget != limit)
+        except MemoryTooSmallError as exc:
+            if budget == limit or frugal:
+                raise
+            budget, frugal = exc.needed_bytes * (1 + FRUGAL_SLACK), True
+            continue
+        except NoSolutionError:
+            if budget == limit or frugal:
+                raise
+            budget = reserve + 1.0  # undecided is no verdict: ask for the smallest peak
+            continue
+        try:
+            return intra, price(intra)
+        except MemoryTooSmallError as exc:
+            if frugal:
+                raise
+            budget = min(budget, peak_of(intra)) - (exc.needed_bytes - exc.limit_bytes) * share
+            if budget <= reserve or attempt >= MEMORY_ATTEMPTS - 1:
+                budget = reserve + 1.0  # to the frugal plan
+    raise AssertionError("fit_memory: the frugal plan was neither accepted nor refused")
 
 
 def _setting(intra: Plan, stage_costs: LayerCosts, costs: LayerCosts, full_links: MeshLinks,
@@ -230,7 +265,6 @@ def _breakdown(choice: Choice, setting: Setting, reserve: float) -> dict[str, fl
     """The fullest stage's bytes by kind (the summary's memory line)."""
     s = max(range(setting.stages), key=lambda i: choice.stage_bytes[i])
     part = choice.stage_parts[s]
-    held = choice.timeline.peak_in_flight[s] / choice.chunks_per_stage
     return {"params_grads_optimizer": part.static_bytes,
-            "activations_in_flight": held * part.activation_bytes,
+            "activations_in_flight": choice.held_bytes[s],
             "transient": setting.transient_bytes, "reserve": reserve}

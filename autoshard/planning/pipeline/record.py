@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from autoshard.planning.pipeline.search import Choice, Setting
+from autoshard.planning.pipeline.simulate import peak_deferred
 from autoshard.planning.record import Objective, Plan
 from autoshard.sharding.mesh import Mesh
 
@@ -32,7 +33,6 @@ def pipeline_record(mesh: Mesh, choice: Choice, setting: Setting, intra: Plan,
     p, v = setting.stages, choice.chunks_per_stage
     timeline = choice.timeline
     starts, counts = choice.cut.starts, choice.cut.layers
-    held = [max(1, n) for n in timeline.peak_in_flight]
     stages = []
     for s in range(p):
         chunks = [k for k in range(len(counts)) if k % p == s]
@@ -44,8 +44,9 @@ def pipeline_record(mesh: Mesh, choice: Choice, setting: Setting, intra: Plan,
             "devices": stage_devices(mesh, s),
             "memory_bytes": choice.stage_bytes[s],
             "static_bytes": part.static_bytes,
-            "activation_bytes": held[s] / v * part.activation_bytes,
+            "activation_bytes": choice.held_bytes[s],
             "in_flight": timeline.peak_in_flight[s],
+            "deferred_w": peak_deferred(timeline.spans[s]),
             "forward_s": part.forward_s, "backward_s": part.backward_s + part.weight_s,
             "busy_s": timeline.busy_s[s], "tail_s": part.tail_s,
             "finish_s": timeline.finish_s[s] + part.tail_s,

@@ -4,7 +4,9 @@ For each candidate schedule (one, or all with ``auto``) the stage cut comes from
 :func:`.partition.balanced_cut` (or the user's ``--stages``), is refined on the simulated
 step, and is kept if every stage fits its memory: parameters, gradients and optimizer state of
 its layers, the activations of the micro-batch chunks its schedule keeps in flight
-(:func:`.simulate.in_flight`), and the transient working set the intra-stage plan measured.
+(:func:`.simulate.in_flight`; for ZB-H1, whose deferred Ws keep their inputs after B, the
+peak over the simulated timeline, :func:`.simulate.held_bytes`), and the transient working
+set the intra-stage plan measured.
 The fastest that fits wins; ties go to the schedule listed first (the simpler one).
 """
 
@@ -17,7 +19,13 @@ from autoshard.errors import MemoryTooSmallError, PipelineError
 from autoshard.planning.pipeline.layer_costs import LayerCosts, PartCost
 from autoshard.planning.pipeline.partition import Cut, balanced_cut, make_cut, refine
 from autoshard.planning.pipeline.schedules import Schedule, check_micro_batches
-from autoshard.planning.pipeline.simulate import ChunkCost, Timeline, in_flight, simulate
+from autoshard.planning.pipeline.simulate import (
+    ChunkCost,
+    Timeline,
+    held_bytes,
+    in_flight,
+    simulate,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +51,7 @@ class Choice:
     timeline: Timeline
     stage_bytes: tuple[float, ...]
     stage_parts: tuple[PartCost, ...]
+    held_bytes: tuple[float, ...]  # per stage, the peak activations (and W inputs) held
 
 
 def candidates(schedule: Schedule | None, setting: Setting, layers: int) -> list[Schedule]:
@@ -85,12 +94,19 @@ def _best_cut(costs: LayerCosts, setting: Setting, schedule: Schedule
     v = setting.virtual if schedule is Schedule.INTERLEAVED else 1
     held = in_flight(schedule, p, m, v)
 
-    def stage_bytes(cut: Cut) -> tuple[tuple[PartCost, ...], tuple[float, ...]]:
+    def stage_bytes(cut: Cut) -> tuple[tuple[PartCost, ...], tuple[float, ...],
+                                       tuple[float, ...]]:
         parts = [PartCost() for _ in range(p)]
         for k, chunk in enumerate(cut.chunks):
             parts[k % p] = parts[k % p] + chunk
-        return tuple(parts), tuple(part.static_bytes + held[s] / v * part.activation_bytes
-                                   + setting.transient_bytes for s, part in enumerate(parts))
+        if schedule.splits_backward:  # deferred Ws: what each stage holds depends on timing
+            spans = _timeline(schedule, cut, setting, v).spans
+            kept = tuple(held_bytes(spans[s], part.activation_bytes, part.weight_bytes)
+                         for s, part in enumerate(parts))
+        else:
+            kept = tuple(held[s] / v * part.activation_bytes for s, part in enumerate(parts))
+        return tuple(parts), tuple(part.static_bytes + k + setting.transient_bytes
+                                   for part, k in zip(parts, kept, strict=True)), kept
 
     def fits(cut: Cut) -> bool:
         return max(stage_bytes(cut)[1]) <= setting.limit_bytes
@@ -109,12 +125,12 @@ def _best_cut(costs: LayerCosts, setting: Setting, schedule: Schedule
                                                                            p * v))
         if balanced is not None and fits(balanced):
             cut = refine(balanced, costs, step_of, fits)
-    parts, sizes = stage_bytes(cut)
+    parts, sizes, kept = stage_bytes(cut)
     if max(sizes) > setting.limit_bytes:
         return None, max(sizes)
     return Choice(schedule=schedule, chunks_per_stage=v, cut=cut,
                   timeline=_timeline(schedule, cut, setting, v), stage_bytes=sizes,
-                  stage_parts=parts), max(sizes)
+                  stage_parts=parts, held_bytes=kept), max(sizes)
 
 
 def _timeline(schedule: Schedule, cut: Cut, setting: Setting, v: int) -> Timeline:

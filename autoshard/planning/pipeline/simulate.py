@@ -155,6 +155,47 @@ class _Run:
         return self.end[key] + (hop if self.stages > 1 else 0.0)
 
 
+def held_bytes(spans: Sequence[tuple[Task, float, float]], activation_bytes: float,
+               residual_bytes: float) -> float:
+    """Peak bytes one stage holds for its micro-batches, walking its tasks as they ran: a
+    forward saves ``activation_bytes``; a whole backward frees them; a split backward's B
+    frees them but keeps ``residual_bytes`` (what its W reads: the weight-gradient GEMMs'
+    saved inputs and output gradients, Qi et al. 2023 §2.1 and Table 1: ``M_W``) until its W
+    runs. So a stage that defers Ws (ZB-H1: stage ``s`` up to ``s``) holds more than under
+    1F1B.
+
+    >>> from autoshard.planning.pipeline.schedules import Schedule
+    >>> zb = simulate(Schedule.ZB_H1, [ChunkCost(1.0, 1.0, 1.0)] * 4, 8, 4)
+    >>> [held_bytes(spans, 10.0, 4.0) for spans in zb.spans]  # (p - s)·10 + deferred·4
+    [40.0, 34.0, 28.0, 22.0]
+    """
+    held = peak = 0.0
+    for task, _, _ in spans:
+        if task.kind is Kind.F:
+            held += activation_bytes
+        elif task.kind is Kind.B:
+            residual = residual_bytes if _splits(spans) else 0.0
+            held += residual - activation_bytes
+        else:
+            held -= residual_bytes
+        peak = max(peak, held)
+    return peak
+
+
+def _splits(spans: Sequence[tuple[Task, float, float]]) -> bool:
+    return any(task.kind is Kind.W for task, _, _ in spans)
+
+
+def peak_deferred(spans: Sequence[tuple[Task, float, float]]) -> int:
+    """Most micro-batch chunks whose B ran and whose W has not, on one stage."""
+    waiting = peak = 0
+    for task, _, _ in spans:
+        waiting += 1 if task.kind is Kind.B and _splits(spans) else 0
+        waiting -= 1 if task.kind is Kind.W else 0
+        peak = max(peak, waiting)
+    return peak
+
+
 def _peak_in_flight(order: Sequence[Task]) -> int:
     """Most chunk-micro-batches held between their forward and backward (a split backward
     frees the activations at B; W keeps only the layer inputs, Qi et al. 2023 Table 1)."""

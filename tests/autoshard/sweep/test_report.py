@@ -82,7 +82,8 @@ def test_plots_are_byte_stable(tmp_path: Path) -> None:
     second.mkdir()
     paths_a = write_plots(frame(ROWS), first, caption="same command")
     paths_b = write_plots(frame(ROWS), second, caption="same command")
-    assert [p.name for p in paths_a] == ["step_time.png", "memory.png", "throughput.png"]
+    assert [p.name for p in paths_a] == ["step_time.png", "memory.png", "throughput.png",
+                                         "frontier.png"]
     for a, b in zip(paths_a, paths_b, strict=True):
         assert a.read_bytes() == b.read_bytes()
         assert b"Software" not in a.read_bytes()
@@ -138,6 +139,6 @@ def test_foreign_or_empty_csv_reads_as_no_rows(tmp_path: Path, header: str) -> N
 
 def test_a_sweep_without_any_plan_still_reports(tmp_path: Path) -> None:
     table = frame([row("dp=4,tp=2", 8, 0.0, 0.0, feasible=False)])
-    assert len(write_plots(table, tmp_path, caption="c")) == 3
+    assert len(write_plots(table, tmp_path, caption="c")) == 4
     text = summary_markdown(table, command="c", machine="m", plots=[])
     assert "| 8 | none feasible |" in text and "1 of 1 points have no plan" in text
