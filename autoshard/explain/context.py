@@ -105,6 +105,8 @@ def explain_context(plan: Plan, graph: OpGraph, *, topology: str | None = None,
         backend=str(settings.get("backend", "auto")),
         gap=float(settings.get("gap", solver.OPTIMALITY_GAP)), model_name=plan.model,
         pins=pins_from_record(plan.pins, plan) if plan.pins is not None else None,
+        # plans made before reshards were shared priced one per consumer edge
+        share_reshards=bool(settings.get("share_reshards", False)),
         # plans made before the step model was recorded were priced as a plain sum
         step=StepOptions(micro_batches=int(settings.get("micro_batches", 1)),
                          overlap=Overlap(settings.get("overlap", "none"))))

@@ -6,6 +6,7 @@ with the same search that priced them, so the collectives recorded are the ones 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ from autoshard.planning.edge_costs import NEXT_STEP, Edge
 from autoshard.planning.node_costs import NodeTerms, intra_op_collectives, local_specs
 from autoshard.planning.output_fix import output_fix
 from autoshard.planning.record import CollectiveRecord, OpRecord, ReshardRecord
+from autoshard.planning.shared_reshards import Share
 from autoshard.planning.step import EdgeRole, overlap_label, runs
 from autoshard.reshard.find import find_reshard
 from autoshard.sharding.links import MeshLinks
@@ -26,7 +28,8 @@ def decode_next_step(graph: OpGraph, ops: list[Op], chosen: list[Strategy], loop
                      roles: Sequence[EdgeRole] | None = None,
                      micro_batches: int = 1) -> list[ReshardRecord]:
     """The priced next-step reshards of the chosen plan (consumer ``<next step>``)."""
-    return _decode(graph, ops, chosen, loops, links, hbm_bw, roles, micro_batches, next_step=True)
+    return [r for _, r in _decode(graph, ops, chosen, loops, links, hbm_bw, roles,
+                                  micro_batches, next_step=True)]
 
 
 def op_record(graph: OpGraph, op: Op, node: NodeTerms, strat: Strategy, choice: int,
@@ -53,16 +56,32 @@ def _records(reshard: Any, links: MeshLinks) -> tuple[CollectiveRecord, ...]:
 def decode_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], edges: list[Edge],
                     links: MeshLinks, hbm_bw: float | None,
                     roles: Sequence[EdgeRole] | None = None,
-                    micro_batches: int = 1) -> list[ReshardRecord]:
+                    micro_batches: int = 1, shares: Sequence[Share] = ()
+                    ) -> list[ReshardRecord]:
     """Every producer→consumer conflict of the chosen plan as an explicit, priced reshard,
-    with how often a step runs it and the window it overlaps (``roles``, one per edge)."""
-    return _decode(graph, ops, chosen, edges, links, hbm_bw, roles, micro_batches,
-                   next_step=False)
+    with how often a step runs it and the window it overlaps (``roles``, one per edge).
+    Consumers of a share (:mod:`.shared_reshards`) that read its layout get one record,
+    placed at the first of them, naming the others in ``shared_with``."""
+    indexed = _decode(graph, ops, chosen, edges, links, hbm_bw, roles, micro_batches,
+                      next_step=False)
+    merged = dict(indexed)
+    for share in shares:
+        readers = [e for e in share.edges if e in merged
+                   and chosen[edges[e][1]].inputs[edges[e][3][2]] == share.layout]
+        if len(readers) < 2:
+            continue
+        first = merged[readers[0]]
+        names = tuple(dict.fromkeys(ops[edges[e][1]].name for e in readers))
+        merged[readers[0]] = dataclasses.replace(first, shared_with=tuple(
+            n for n in names if n != first.consumer))
+        for e in readers[1:]:
+            del merged[e]
+    return [merged[e] for e, _ in indexed if e in merged]
 
 
 def _decode(graph: OpGraph, ops: list[Op], chosen: list[Strategy], edges: list[Edge],
             links: MeshLinks, hbm_bw: float | None, roles: Sequence[EdgeRole] | None,
-            micro_batches: int, *, next_step: bool) -> list[ReshardRecord]:
+            micro_batches: int, *, next_step: bool) -> list[tuple[int, ReshardRecord]]:
     records = []
     for index, (u, v, _matrix, (name, j, i)) in enumerate(edges):
         src = chosen[u].outputs[j]
@@ -72,12 +91,12 @@ def _decode(graph: OpGraph, ops: list[Op], chosen: list[Strategy], edges: list[E
         tensor = graph.tensors[name]
         reshard = find_reshard(src, dst, tensor.shape, tensor.dtype.itemsize, links, hbm_bw)
         role = None if roles is None else roles[index]
-        records.append(ReshardRecord(
+        records.append((index, ReshardRecord(
             tensor=name, producer=ops[u].name, consumer=NEXT_STEP if next_step else ops[v].name,
             src=tuple(str(p) for p in src.placements), dst=tuple(str(p) for p in dst.placements),
             collectives=_records(reshard, links),
             count=1 if role is None else runs(role, src, dst, tensor.shape, micro_batches),
-            overlap="" if role is None else overlap_label(role, ops)))
+            overlap="" if role is None else overlap_label(role, ops))))
     return records
 
 

@@ -77,7 +77,8 @@ class Restriction:
         certificate (the smallest unpinned peak), or None when it has a plan (then the pins
         are what does not fit). The unconstrained optimum is tried first: when it fits, no
         memory rows are needed to know a plan exists."""
-        costs = [n.cost for n in self.nodes]
+        # the ops' costs without the pins; shared reshards' nodes keep theirs
+        costs = [n.cost for n in self.nodes] + list(pinned.node_costs[len(self.nodes):])
         quick = solver.solve(solver.ChoiceProblem(node_costs=costs, edges=pinned.edges,
                                                   blocks=pinned.blocks),
                              backend=backend, gap=gap)

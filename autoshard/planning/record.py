@@ -50,6 +50,14 @@ class ReshardRecord:
     collectives: tuple[CollectiveRecord, ...]
     count: int = 1  # runs per training step (micro-batches, or once per step)
     overlap: str = ""  # the window it runs beside, e.g. "bwd layer 3"; "" when exposed
+    # further consumers that read the result (one reshard per tensor and layout, run once
+    # before ``consumer``, the first in topological order)
+    shared_with: tuple[str, ...] = ()
+
+    @property
+    def consumers(self) -> tuple[str, ...]:
+        """Every op that reads the result, ``consumer`` first."""
+        return (self.consumer, *self.shared_with)
 
     @property
     def seconds(self) -> float:
@@ -197,6 +205,7 @@ class Plan:
             "src": " ".join(r.src), "dst": " ".join(r.dst), "collective": c.kind,
             "mesh_axes": ",".join(c.axes), "group_size": c.group_size, "bytes": c.bytes,
             "seconds": c.seconds, "count": r.count, "overlap": r.overlap,
+            "shared_with": " ".join(r.shared_with),
         } for r in self.reshards for c in r.collectives]
         return pd.DataFrame(rows, columns=_RESHARD_COLUMNS)
 
@@ -261,7 +270,7 @@ class Plan:
 _COST_COLUMNS = ["op", "kind", "strategy", "local_inputs", "local_outputs", "flops",
                  "compute_s", "comm_s", "count", "memory_bytes"]
 _RESHARD_COLUMNS = ["tensor", "producer", "consumer", "src", "dst", "collective", "mesh_axes",
-                    "group_size", "bytes", "seconds", "count", "overlap"]
+                    "group_size", "bytes", "seconds", "count", "overlap", "shared_with"]
 
 
 def _tensor_dict(t: TensorRecord) -> dict[str, Any]:
@@ -299,7 +308,8 @@ def _reshard_dict(r: ReshardRecord) -> dict[str, Any]:
     return {"tensor": r.tensor, "producer": r.producer, "consumer": r.consumer,
             "src": list(r.src), "dst": list(r.dst),
             "collectives": [_collective_dict(c) for c in r.collectives],
-            "count": r.count, "overlap": r.overlap}
+            "count": r.count, "overlap": r.overlap,
+            **({"shared_with": list(r.shared_with)} if r.shared_with else {})}
 
 
 def _collective(d: Mapping[str, Any]) -> CollectiveRecord:
@@ -333,7 +343,8 @@ def _plan_from_dict(d: Mapping[str, Any]) -> Plan:
                                      consumer=r["consumer"], src=tuple(r["src"]),
                                      dst=tuple(r["dst"]),
                                      collectives=tuple(_collective(c) for c in r["collectives"]),
-                                     count=int(r.get("count", 1)), overlap=r.get("overlap", ""))
+                                     count=int(r.get("count", 1)), overlap=r.get("overlap", ""),
+                                     shared_with=tuple(r.get("shared_with", ())))
                        for r in d["reshards"]),
         fingerprint=d["fingerprint"],
         notes=tuple(d.get("notes", ())),

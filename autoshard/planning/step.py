@@ -128,6 +128,9 @@ class StepProblem:
     windows: tuple
     node_counts: tuple[int, ...]
     roles: tuple[EdgeRole, ...]  # one per edge of ``edges + loops``, in that order
+    # one 0/1 node per shared (tensor, layout), after the ops' nodes
+    # (:mod:`autoshard.planning.shared_reshards`)
+    shares: tuple = ()
 
 
 def phase_of(op: Op) -> Phase:

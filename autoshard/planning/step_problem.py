@@ -3,6 +3,7 @@ recomputed from the decoded records (the planner checks that the two agree)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
@@ -12,6 +13,7 @@ from autoshard.planning.node_costs import NodeTerms
 from autoshard.planning.overlap_layer import layer_problem, layer_seconds
 from autoshard.planning.overlap_op import edge_matrix
 from autoshard.planning.record import OpRecord, ReshardRecord
+from autoshard.planning.shared_reshards import find_shares
 from autoshard.planning.step import (
     LOCAL_KINDS,
     Overlap,
@@ -34,8 +36,8 @@ def step_problem(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy,
     counts = node_counts(ops, m)
     roles = edge_roles(graph, ops, edges, loops, options)
     if options.overlap is Overlap.LAYER:
-        return layer_problem(graph, ops, strategies, nodes, edges, loops, roles, links,
-                             hbm_bw, m, counts)
+        return _shared(layer_problem(graph, ops, strategies, nodes, edges, loops, roles, links,
+                                     hbm_bw, m, counts), ops, strategies, edges)
     # identical layers share their reshard matrices and node terms (cached per structure),
     # so their step matrices are computed once and shared too
     cache: dict[tuple, np.ndarray] = {}
@@ -52,8 +54,16 @@ def step_problem(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy,
         objective.append((u, v, step_matrix))
     costs: list[np.ndarray] = [count * node.cost for node, count in zip(nodes, counts,
                                                                         strict=True)]
-    return StepProblem(node_costs=costs, edges=objective, windows=(), node_counts=counts,
-                       roles=roles)
+    return _shared(StepProblem(node_costs=costs, edges=objective, windows=(),
+                               node_counts=counts, roles=roles), ops, strategies, edges)
+
+
+def _shared(step: StepProblem, ops: list[Op], strategies: list[tuple[Strategy, ...]],
+            edges: list[Edge]) -> StepProblem:
+    """``step`` with the shares its exposed consumers could have (:mod:`.shared_reshards`);
+    the edges are still priced per edge (the planner prices the shares)."""
+    shares = find_shares(ops, strategies, edges, step.roles, step.edges)
+    return dataclasses.replace(step, shares=shares) if shares else step
 
 
 def step_seconds(ops: list[Op], op_records: dict[str, OpRecord],

@@ -96,8 +96,14 @@ class _Run:
         self.held: dict[str, Held] = {}
         self.strategies: dict[str, Strategy] = {}
         self.pending: dict[tuple[str, str], list[ReshardRecord]] = {}
+        # a reshard shared by several consumers (``shared_with``) runs once, before the
+        # first; the others read its result
+        self.shared: dict[tuple[str, str], ReshardRecord] = {}
+        self.results: dict[int, Held] = {}
         for record in plan.reshards:
             self.pending.setdefault((record.tensor, record.consumer), []).append(record)
+            for other in record.shared_with:
+                self.shared[(record.tensor, other)] = record
         self.counts = {"ops": 0, "reshards": 0, "collectives": 0}
         self.uses = {name: len(graph.consumers(name)) for name in graph.tensors}
         self.outputs: dict[str, ev.Error] = {}
@@ -241,12 +247,18 @@ class _Run:
         """Input ``index`` of ``op`` as the devices hold it once the plan's reshard for this
         use (if any) has run; without one, exactly as the producer left it."""
         records = self.pending.get((name, op.name), [])
+        wanted = tuple(str(p) for p in need.placements)
+        shared = self.shared.get((name, op.name))
+        if shared is not None and tuple(shared.dst) == wanted and id(shared) in self.results:
+            return self.results[id(shared)][1]  # made for an earlier consumer
         if not records:
             return self.held[name][1]
-        wanted = tuple(str(p) for p in need.placements)
         record = next((r for r in records if tuple(r.dst) == wanted), records[0])
         records.remove(record)
-        return self._reshard(record, name, need, f"{name} {record.producer}->{op.name}")[1]
+        held = self._reshard(record, name, need, f"{name} {record.producer}->{op.name}")
+        if record.shared_with:
+            self.results[id(record)] = held
+        return held[1]
 
     def _reshard(self, record: ReshardRecord, name: str, dst: TensorSharding, label: str
                  ) -> Held:

@@ -1,0 +1,122 @@
+"""Solving a step whose shared reshards are priced lazily (:mod:`.shared_reshards`).
+
+Every share starts relaxed (each reader pays ``1/k`` of the reshard: a lower bound, pairwise,
+as tight an LP as per-edge pricing); the shares an answer undercharges, with their copies in
+every identical layer (so the layers stay identical for the periodic solver), become exact
+(a 0/1 node each), and the step is solved again. When no share is undercharged the answer
+costs under the truth what the solver said, and the solver's bound, a bound of a
+relaxation, bounds the truth: the plan is as proven as the solve was. After
+``MAX_ROUNDS`` rounds, or when a producer would need more than ``MAX_EXACT_PER_GROUP`` exact
+layouts, the last answer is returned priced at its truth with the relaxation's bound (a
+feasible plan with a stated gap, not a proof).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import solver
+from autoshard.planning.edge_costs import Edge
+from autoshard.planning.shared_reshards import (
+    Share,
+    completed,
+    exact_groups,
+    readers,
+    reshard_price,
+    shared_blocks,
+    shared_objective,
+    template,
+    undercharged,
+)
+from autoshard.planning.step import StepProblem
+from autoshard.strategies.derive import Strategy
+
+MAX_ROUNDS = 4
+MAX_EXACT_PER_GROUP = 4  # a producer copy has 2**k options per producer option
+
+
+@dataclass(slots=True, kw_only=True)
+class SharedPricing:
+    """What the step's problem is built from, and the shares made exact so far."""
+
+    step: StepProblem
+    edges: list[Edge]
+    strategies: list[tuple[Strategy, ...]]
+    op_costs: list[np.ndarray]  # one per op, pinned-out options at inf
+    names: list[str]
+    blocks: tuple[tuple[int, ...], ...] | None
+    exact: tuple[int, ...] = ()
+    rounds: list[int] = field(default_factory=list)  # shares made exact per extra round
+    converged: bool = True  # the last answer is priced exactly (no share undercharged)
+
+    @property
+    def shares(self) -> tuple[Share, ...]:
+        return self.step.shares
+
+    def problem(self, exact: Sequence[int] | None = None) -> solver.ChoiceProblem:
+        """The step with ``exact`` (default: the current set) exact, the other shares
+        relaxed."""
+        exact = tuple(self.exact if exact is None else exact)
+        n = len(self.op_costs)
+        node_costs, edges = shared_objective(self.step.edges, self.edges, self.strategies,
+                                             self.shares, exact, n)
+        costs = [*self.op_costs, *node_costs]
+        blocks, pads = shared_blocks(self.blocks, self.names, self.shares, exact,
+                                     [c.size for c in node_costs], len(costs))
+        costs.extend(np.zeros(size) for size in pads)
+        return solver.ChoiceProblem(node_costs=costs, edges=edges, blocks=blocks,
+                                    windows=self.step.windows)
+
+    def more(self, choices: Sequence[int]) -> tuple[int, ...]:
+        """Shares to make exact after an answer: the undercharged ones and their copies."""
+        low = undercharged(choices, self.strategies, self.edges, self.step.edges,
+                           self.shares, self.exact)
+        if not low:
+            return ()
+        names = {template(self.shares[i]) for i in low}
+        done = set(self.exact)
+        return tuple(i for i, share in enumerate(self.shares)
+                     if i not in done and template(share) in names)
+
+    def solve(self, problem_of: Callable[[solver.ChoiceProblem], solver.ChoiceProblem],
+              solve: Callable[[solver.ChoiceProblem], solver.Solution]
+              ) -> tuple[solver.Solution, solver.ChoiceProblem]:
+        """Solve ``problem_of(step problem)`` (e.g. with memory rows added) until no share
+        is undercharged; the answer and the problem it answers."""
+        while True:
+            problem = problem_of(self.problem())
+            solution = solve(problem)
+            extra = self.more(solution.choices)
+            if not extra:
+                self.converged = True
+                return solution, problem
+            widest = max(len(g) for g in exact_groups(self.shares, (*self.exact, *extra)))
+            if len(self.rounds) >= MAX_ROUNDS or widest > MAX_EXACT_PER_GROUP:
+                self.converged = False
+                truth = solution.objective + self.shortfall(solution.choices)
+                return dataclasses.replace(
+                    solution, objective=truth, status=solver.SolveStatus.FEASIBLE), problem
+            self.rounds.append(len(extra))
+            self.exact = (*self.exact, *extra)
+
+    def shortfall(self, choices: Sequence[int]) -> float:
+        """What the relaxation undercharges ``choices`` by: per undercharged share, the
+        part of its reshard its readers did not pay (``1 - r/k`` of it)."""
+        missing = 0.0
+        for index in undercharged(choices, self.strategies, self.edges, self.step.edges,
+                                  self.shares, self.exact):
+            share = self.shares[index]
+            price = reshard_price(share, choices, self.strategies, self.edges, self.step.edges)
+            r = readers(share, choices, self.strategies, self.edges)
+            missing += price * (1.0 - r / len(share.edges))
+        return missing
+
+    def complete(self, choices: Sequence[int], problem: solver.ChoiceProblem
+                 ) -> tuple[int, ...]:
+        """Op choices extended to ``problem``'s nodes (exact shares set as needed)."""
+        return completed(choices, self.strategies, self.edges, self.shares, self.exact,
+                         problem.num_nodes)

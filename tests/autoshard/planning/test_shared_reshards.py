@@ -1,0 +1,123 @@
+"""One reshard per (tensor, target layout), shared by the consumers that read it (issue 30).
+
+The oracle is a brute force over every plan of a small graph that prices the reshards its own
+way: the set of distinct (tensor, source layout, target layout) moves the plan needs, each
+priced once by ``find_reshard`` (XLA's SPMD partitioner reuses a reshard per target sharding:
+``ReshardCache::PerHloCache::reshard_cache`` in openxla/xla xla/service/spmd/spmd_partitioner.h),
+never the solver's matrices.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import autoshard
+from autoshard.planning.planner import PlanOptions, replan
+from autoshard.planning.step import Overlap, StepOptions
+from autoshard.reshard.find import find_reshard
+from autoshard.sharding.links import MeshLinks, resolve_topology
+from autoshard.verify import emulate
+from graphs import DType, OpGraph, zoo
+from graphs.training import training_graph
+
+
+def fanout_graph() -> OpGraph:
+    """h = x·w0, read by two matmuls: when w0 is row-sharded h is Partial and both readers
+    need the same reduction."""
+    g = OpGraph(name="fanout")
+    x = g.input("x", (8, 64, 512), DType.BF16)
+    w0 = g.param("w0", (512, 512), DType.BF16)
+    w1 = g.param("w1", (512, 256), DType.BF16)
+    w2 = g.param("w2", (512, 256), DType.BF16)
+    h = g.op("einsum", [x, w0], equation="bsh,hf->bsf", name="mm0", outputs=["h"])
+    a = g.op("einsum", [h, w1], equation="bsf,fo->bso", name="mm1", outputs=["a"])
+    b = g.op("einsum", [h, w2], equation="bsf,fo->bso", name="mm2", outputs=["b"])
+    y = g.op("add", [a, b], name="sum", outputs=["y"])
+    g.mark_output(y)
+    return g
+
+
+def _replicated(sharding) -> bool:
+    return all(str(p) == "R" for p in sharding.placements)
+
+
+def _forced(op, strategy) -> bool:
+    """Excluded strategies: mm0 never leaves h replicated and its readers read it only
+    replicated, so every plan moves h, once (shared) or twice (per edge)."""
+    if op.name == "mm0":
+        return _replicated(strategy.outputs[0])
+    if op.name in ("mm1", "mm2"):
+        return not _replicated(strategy.inputs[0])
+    return False
+
+
+def _brute_force(graph: OpGraph, mesh: autoshard.Mesh, shared: bool) -> float:
+    """Min over every plan of: the ops' step costs plus each needed reshard, priced once per
+    (tensor, src, dst) when ``shared``, once per consumer edge otherwise."""
+    topo = resolve_topology("dgx-h100")
+    links = MeshLinks.build(mesh, topo, {})
+    options = PlanOptions(step=StepOptions(overlap=Overlap.NONE), exclude=_forced,
+                          share_reshards=True)
+    prepared = replan(graph, mesh, topo, links, options, prepare_only=True)
+    ops, strategies = prepared.ops, prepared.strategies
+    costs = prepared.step.node_costs[: len(ops)]
+    hbm = float(topo.device.hbm_bw_bytes_per_s)
+    price: dict[tuple, float] = {}
+
+    def reshard_s(name: str, src, dst) -> float:
+        key = (name, src, dst)
+        if key not in price:
+            tensor = graph.tensors[name]
+            price[key] = find_reshard(src, dst, tensor.shape, tensor.dtype.itemsize, links,
+                                      hbm).seconds
+        return price[key]
+
+    uses = [(ops.index(graph.producer(name)), j, v, i)
+            for v, op in enumerate(ops) for i, name in enumerate(op.inputs)
+            for j in [graph.producer(name).outputs.index(name)]]
+    best = np.inf
+    for choice in itertools.product(*(range(len(s)) for s in strategies)):
+        total = sum(float(c[k]) for c, k in zip(costs, choice, strict=True))
+        if not np.isfinite(total):
+            continue
+        moves: list[tuple] = []
+        for u, j, v, i in uses:
+            src = strategies[u][choice[u]].outputs[j]
+            dst = strategies[v][choice[v]].inputs[i]
+            if src != dst:
+                moves.append((ops[u].outputs[j], src, dst))
+        for move in (set(moves) if shared else moves):
+            total += reshard_s(*move)
+        best = min(best, total)
+    return best
+
+
+def test_the_planner_prices_each_layout_once_as_a_brute_force_does() -> None:
+    graph, mesh = fanout_graph(), autoshard.Mesh.parse("tp=2")
+    shared, per_edge = _brute_force(graph, mesh, True), _brute_force(graph, mesh, False)
+    assert shared < per_edge  # the graph is one where sharing changes the optimum
+    plan = autoshard.plan(graph, mesh, overlap="none", exclude=_forced, share_reshards=True)
+    assert plan.objective.optimal
+    assert plan.objective.total_s == pytest.approx(shared, rel=1e-9)
+    moves = [(r.tensor, r.src, r.dst) for r in plan.reshards]
+    assert len(moves) == len(set(moves))
+    (h,) = [r for r in plan.reshards if r.tensor == "h"]
+    assert set(h.consumers) == {"mm1", "mm2"}
+    assert emulate(plan, graph).passed
+
+
+def test_the_mlp_down_projection_gradient_is_resharded_once() -> None:
+    forward = zoo.build("mlp")
+    plan = autoshard.plan(forward, autoshard.Mesh.parse("dp=2,tp=2"), training=True,
+                          share_reshards=True)
+    records = [r for r in plan.reshards if r.tensor == "grad/layers.0.mlp.down.out"]
+    assert len(records) == 1
+    (record,) = records
+    graph = training_graph(forward)
+    readers = {op.name for op in graph.consumers(record.tensor)}
+    assert len(record.consumers) == 2 and set(record.consumers) <= readers
+    exposed = [(r.tensor, r.src, r.dst, r.count) for r in plan.reshards if not r.overlap]
+    assert len(exposed) == len(set(exposed))
