@@ -71,7 +71,7 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
              grad_accum: int | None = None, overlap: str = "op", trace: Path | None = None,
              expert_axes: str | None = None,
              schedule: str = "auto", stages_text: str | None = None, virtual_stages: int = 2,
-             **overrides: Any) -> None:
+             share_reshards: bool = False, **overrides: Any) -> None:
     if not training and (optimizer != "adamw" or recompute != "none"):
         raise UsageError("--optimizer and --recompute apply to --training plans only")
     mesh = Mesh.parse(mesh_text)
@@ -96,6 +96,9 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
         if expert_axes:
             raise UsageError("--expert-axes is not available with a pp axis yet: plan the "
                              "experts on the mesh without pp")
+        if share_reshards:
+            raise UsageError("--share-reshards is not available with a pp axis yet: plan the "
+                             "stages without it")
         if not training:
             raise UsageError("a mesh with a pp axis plans a pipelined training step: add "
                              "--training")
@@ -105,7 +108,7 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
                                pins=chosen_pins(strategy, pin_files, inner), **common)
     else:
         check_unused(schedule, stages_text)
-        result = plan(graph, mesh, training=training,
+        result = plan(graph, mesh, training=training, share_reshards=share_reshards,
                       pins=chosen_pins(strategy, pin_files, mesh), **common,
                       expert_axes=tuple(a.strip() for a in expert_axes.split(","))
                       if expert_axes else None)
@@ -181,6 +184,10 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.option("--expert-axes", default=None, metavar="AXES",
               help="Shard the mixture-of-experts weights' experts over exactly these mesh "
                    "axes, e.g. ep or dp,ep (default: the search decides).")
+@click.option("--share-reshards", is_flag=True,
+              help="Price one reshard per (tensor, layout) shared by every consumer that reads "
+                   "that layout, as XLA and DTensor run it (default: one per consumer edge; "
+                   "sharing is exact but much slower to prove on deep models).")
 @click.option("--verify", is_flag=True,
               help="Run the plan on an emulated mesh (NumPy, dims scaled down) and compare with "
                    "the unsharded model; the verdict goes into plan.json; exit 1 on a mismatch.")

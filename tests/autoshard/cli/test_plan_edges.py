@@ -147,3 +147,27 @@ def test_a_sweep_refuses_a_time_limit_that_is_not_positive_before_any_point(tmp_
                                        "--time-limit", "0", "--out", str(tmp_path / "s")])
     _one_line(result, 2, "--time-limit")
     assert not (tmp_path / "s" / "sweep.csv").exists()
+
+
+def test_share_reshards_prices_a_reshard_once_for_all_its_readers(tmp_path) -> None:
+    # the case: mlp dp=2,tp=2 training, the down projection's input gradient read by
+    # two backward ops; with --share-reshards reshards.csv lists its move once, naming the
+    # second reader in shared_with
+    import pandas as pd
+
+    out = tmp_path / "plan"
+    result = CliRunner().invoke(main, ["plan", "--model", "mlp", "--mesh", "dp=2,tp=2",
+                                       "--training", "-q", "--share-reshards", "--out",
+                                       str(out)])
+    assert result.exit_code == 0, result.output
+    rows = pd.read_csv(out / "reshards.csv", comment="#", keep_default_na=False)
+    moves = rows[rows.tensor == "grad/layers.0.mlp.down.out"]
+    assert len(moves) == 1
+    assert moves.iloc[0].shared_with != ""
+    assert not rows.duplicated(["tensor", "src", "dst", "collective", "mesh_axes"]).any()
+
+
+def test_share_reshards_with_a_pipeline_is_one_clear_error() -> None:
+    result = CliRunner().invoke(main, ["plan", "--model", "gpt2", "--layers", "4", "--mesh",
+                                       "pp=2,tp=2", "--training", "--share-reshards"])
+    _one_line(result, 2, "--share-reshards", "pp axis")
