@@ -38,6 +38,9 @@ class AttentionKernel(Enum):
 ATTENTION_ROWS: dict[tuple[str, AttentionKernel], tuple[AttentionRate, ...]] = {
     ("A100-SXM4-80GB", AttentionKernel.FA2): A100_ATTENTION,
     ("A100-SXM4-80GB", AttentionKernel.TRITON): A100_TRITON_ATTENTION,
+    # the 40 GB part: the same chip and clocks (attention is compute-bound)
+    ("A100-SXM4-40GB", AttentionKernel.FA2): A100_ATTENTION,
+    ("A100-SXM4-40GB", AttentionKernel.TRITON): A100_TRITON_ATTENTION,
     ("H100-SXM5-80GB", AttentionKernel.FA2): H100_FA2_ATTENTION,
     ("H100-SXM5-80GB", AttentionKernel.FA3): H100_ATTENTION,
     ("H100-SXM5-80GB", AttentionKernel.TRITON): H100_TRITON_ATTENTION,

@@ -10,7 +10,7 @@ forward ops named ``layers.<i>.*``; ops outside layers are never recomputed.
 * ``selective``: the same, restricted to cheap kinds (:data:`CHEAP_KINDS`: elementwise,
   norms, rotary, layout); einsum and attention outputs stay saved and feed the recomputation.
 * ``selective-op``: torchtitan's op-level selective checkpointing (``_custom_policy`` in
-  ``torchtitan/models/llama/parallelize_llama.py`` at 9dec370ad26b5f8e9a7333a0e36165018262644b:
+  ``torchtitan/parallelisms/parallelize_llama.py`` at 9dec370ad26b5f8e9a7333a0e36165018262644b:
   save the outputs of matmuls and attention "except every second mm", recompute the rest):
   ``selective`` plus every second einsum of the layer in forward order (the 2nd, 4th, ...:
   in a Llama layer ``wk``, ``wo`` and ``w3`` of wq, wk, wv, wo, w1, w3, w2).

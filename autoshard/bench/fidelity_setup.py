@@ -35,9 +35,9 @@ GPU_PRESETS: dict[str, tuple[str, str]] = {
     "h100_80gb": ("dgx-h100", ""),
     "A100 80GB": ("dgx-a100", ""),
     "a100_80gb": ("dgx-a100", ""),
+    "a100_40gb": ("dgx-a100-40gb", ""),
 }
-_NO_PRESET = {"a100_40gb": "no preset for the A100 40GB (dgx-a100 is the 80 GB part, with "
-                           "2.0 TB/s HBM instead of 1.6)"}
+_NO_PRESET: dict[str, str] = {}
 SKIP_FEATURES = {
     "async-tp": "async TP (tensor-parallel collectives overlapped with the GEMMs) is not "
                 "modelled",
@@ -65,8 +65,9 @@ ATTENTION_KERNELS: dict[str, str] = {
     # submit_benchmarks.py's default applies: 'triton' from 9fa3ceb9a (2023-04-04) until
     # 7f0fdae66 (2024-03-26); the tables were last changed on 2024-01-06 (5e85bd62d).
     "llm-foundry": "triton",
-    # torchtitan: F.scaled_dot_product_attention (torchtitan/models/llama/model.py), whose
-    # flash backend is FlashAttention-2 (PyTorch 2.2 release notes), not FlashAttention-3.
+    # torchtitan: F.scaled_dot_product_attention (torchtitan/models/llama/model.py at
+    # 9dec370), whose flash backend is FlashAttention-2 (PyTorch 2.2 release notes), not
+    # FlashAttention-3.
     "torchtitan": "fa2",
 }
 """The attention kernel per framework; a framework not listed keeps the preset's."""
