@@ -5,8 +5,10 @@ A problem with windows is solved as a short series of window-free ones
 blocks (a model's layers)
 takes the periodic road (:mod:`solver.periodic_search`): the periodic LP of
 :mod:`solver.periodic`, the size of a few blocks, whose bound is a bound of the whole problem;
-memory-constrained chains are searched with the interior blocks tied and keep the bound the
-caller proved (``known_bound``). Every other problem goes through reductions, the tree DP and
+a memory-constrained chain has its memory priced and is solved on the same road
+(:mod:`solver.memory_price`), and only a plan further than ``GOOD_ENOUGH_GAP`` from its bound
+goes on to the search with the interior blocks tied, which keeps the best bound proved so far
+(the caller's ``known_bound`` among them). Every other problem goes through reductions, the tree DP and
 an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`).
 """
 
@@ -15,9 +17,10 @@ from __future__ import annotations
 from solver.clock import Clock
 from solver.errors import UnknownBackendError
 from solver.exact import exhaustive
-from solver.graph_search import finish, sizes_of, solve_graph
-from solver.periodic import find_chain
-from solver.periodic_search import solve_periodic, solve_restricted
+from solver.graph_search import Sizes, closed, finish, sizes_of, solve_graph
+from solver.memory_price import solve_priced
+from solver.periodic import Chain, find_chain
+from solver.periodic_search import GOOD_ENOUGH_GAP, solve_periodic, solve_restricted
 from solver.problem import ChoiceProblem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
 from solver.windowed import solve_windowed
@@ -80,5 +83,20 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
     if chain is not None and not problem.memory_rows():
         return solve_periodic(problem, chain, clock, gap, before)
     if chain is not None:
-        return solve_restricted(problem, chain, clock, gap, before, known_bound)
+        return _solve_chain_with_memory(problem, chain, clock, gap, before, known_bound)
     return solve_graph(problem, clock, backend, reductions, gap, known_bound, before)
+
+
+def _solve_chain_with_memory(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
+                             before: Sizes, known_bound: float | None) -> Solution:
+    """Memory priced on the periodic road first (:mod:`solver.memory_price`); only a plan
+    further than ``GOOD_ENOUGH_GAP`` from its bound goes on to the tied search, which starts
+    from the better of the two bounds and keeps the better plan."""
+    priced = solve_priced(problem, chain, clock, gap, before, known_bound)
+    if priced is not None and closed(priced.objective, priced.bound, GOOD_ENOUGH_GAP):
+        return priced
+    bound = known_bound if priced is None else priced.bound
+    tied = solve_restricted(problem, chain, clock, gap, before, bound)
+    if priced is not None and priced.objective < tied.objective:
+        return priced
+    return tied

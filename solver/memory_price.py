@@ -1,0 +1,241 @@
+"""Memory as a price: a chain whose cheapest plan does not fit, still solved the periodic way.
+
+The periodic LP (:mod:`solver.periodic`) has no memory rows: a peak-memory row at one step of
+the schedule names the nodes alive at that step, which differ from block to block, so the rows
+break the symmetry between interior blocks that the LP's bound rests on. When the unconstrained
+optimum of a chain does not fit (llama3.1-405b on 512 devices: replicated parameters whose
+synchronisation the overlap model hides), the fallback was a MIP with the interior blocks tied
+and every row kept: minutes, and a 63 % gap at a 300 s limit.
+
+Here memory is priced instead (Lagrangian relaxation; Fisher 1981, "The Lagrangian Relaxation
+Method for Solving Integer Programming Problems", Management Science 27(1)). Take one row of
+the constraint, ``a·x ≤ B``, and lower its coefficients until they are the same in every
+interior block (``a'``: per block position, the smallest coefficient any interior block has
+there). Memory is never negative, so ``a'·x ≤ a·x ≤ B`` for every plan that fits, and for any
+price ``λ ≥ 0``
+
+    OPT = min {c(x) : x fits}  ≥  min_x  c(x) + λ·(a'·x − B)  ≥  bound(λ) − λ·B,
+
+where ``bound(λ)`` is any proven lower bound of the chain with node costs ``c + λ·a'``. That
+chain has no memory rows and identical interior blocks, so the periodic LP solves it; every
+plan it returns is checked against *all* the real rows, and those that fit are candidates. The
+price is searched on the one-dimensional dual: a price high enough to ask for the least
+memory first (if that plan does not fit, no price helps), then prices grown from low until a
+plan fits, then the price where the lines of the best fitting and the last non-fitting plan
+cross (Kelley's cutting planes in one dimension). Finally the best fitting plan and the
+cheapest one that did not fit are mixed block by block (:func:`_mixed`), which a plan with
+identical interior blocks cannot do.
+
+The bound is valid whatever price was tried; only the gap says how good the plan is. The caller
+decides whether a gap is small enough or the tied search must still run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver.clock import Clock
+from solver.graph_search import Sizes, closed, finish, sizes_of
+from solver.periodic import Chain
+from solver.periodic_search import GOOD_ENOUGH_GAP, solve_periodic
+from solver.problem import ChoiceProblem
+from solver.solution import Solution
+
+logger = logging.getLogger(__name__)
+
+MAX_PROBES = 12  # periodic solves at most
+# Prices in units of (objective bound / memory limit): at the ceiling a byte saved is worth
+# 2^10 times the whole step per limit's worth of bytes, so the plan takes the least memory.
+PRICE_CEILING = 2.0**10
+PRICE_START = 1 / 16
+PRICE_GROWTH = 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One priced solve: the price, the proven bound of the constrained problem it gives, and
+    its plan with that plan's real cost, priced memory and whether it fits every row."""
+
+    price: float
+    bound: float
+    choices: tuple[int, ...]
+    cost: float
+    priced_bytes: float
+    fits: bool
+
+
+def priced_row(problem: ChoiceProblem, chain: Chain) -> list[np.ndarray] | None:
+    """Per node, the coefficients ``a'`` of the row to price, equal in every interior block;
+    ``None`` when the problem has no memory rows (or the row holds nothing).
+
+    The row is the one whose least possible sum is largest: the step no plan can make small
+    (in training, the start of the backward pass, where every layer's saved activations and
+    all static state are alive), hence the one most likely to bind."""
+    rows = problem.memory_rows()
+    if not rows:
+        return None
+    least = [sum(float(vec.min()) for _, vec in row) for row in rows]
+    row = rows[int(np.argmax(least))]
+    coefficients = [np.zeros(size) for size in problem.sizes]
+    for node, vec in row:
+        coefficients[node] = coefficients[node] + vec
+    interior = chain.blocks[1:len(chain.blocks) - 1]
+    for position in range(len(chain.blocks[0])):
+        shared = np.minimum.reduce([coefficients[block[position]] for block in interior])
+        shared.setflags(write=False)
+        for block in interior:
+            coefficients[block[position]] = shared  # one array: the blocks stay identical
+    if not any(c.any() for c in coefficients):
+        return None
+    return coefficients
+
+
+class _PriceSearch:
+    """The search over the price (mutable state of one solve)."""
+
+    def __init__(self, problem: ChoiceProblem, chain: Chain, row: list[np.ndarray],
+                 clock: Clock, gap: float, known_bound: float | None):
+        self.problem, self.chain, self.row, self.clock = problem, chain, row, clock
+        self.gap = gap
+        self.limit = float(problem.memory_limit if problem.memory_limit is not None else math.inf)
+        self.bound = -math.inf if known_bound is None else known_bound
+        self.probes: list[Probe] = []
+
+    @property
+    def best(self) -> Probe | None:
+        fitting = [p for p in self.probes if p.fits]
+        return min(fitting, key=lambda p: p.cost) if fitting else None
+
+    def done(self) -> bool:
+        best = self.best
+        return best is not None and closed(best.cost, self.bound, self.gap)
+
+    def probe(self, price: float) -> Probe | None:
+        """Solve the chain with memory priced at ``price`` seconds per byte."""
+        remaining = self.clock.remaining()
+        if remaining is not None and remaining <= 0:
+            return None
+        costs = [cost + price * a for cost, a in zip(self.problem.node_costs, self.row,
+                                                      strict=True)]
+        priced = ChoiceProblem(node_costs=costs, edges=self.problem.edges,
+                               windows=self.problem.windows, blocks=self.problem.blocks)
+        sub = Clock(remaining)
+        answer = solve_periodic(priced, self.chain, sub, max(self.gap, GOOD_ENOUGH_GAP),
+                                sizes_of(priced))
+        self.clock.phases.extend((f"priced_{name}", s) for name, s in answer.stats.seconds)
+        self.clock.mark = sub.mark
+        choices = answer.choices
+        priced_bytes = float(sum(float(a[i]) for a, i in zip(self.row, choices, strict=True)))
+        peak = self.problem.peak_memory(choices)
+        found = Probe(price=price, bound=answer.bound - price * self.limit, choices=choices,
+                      cost=self.problem.evaluate(choices), priced_bytes=priced_bytes,
+                      fits=peak is not None and peak <= self.limit)
+        self.bound = max(self.bound, found.bound)
+        self.probes.append(found)
+        logger.info("memory price %.4g s/GB: plan %.6g s, %s, bound %.6g (%.1f s)",
+                    price * 1e9, found.cost,
+                    "fits" if found.fits else f"peak {peak / 2**30:.2f} GiB", self.bound,
+                    sum(s for _, s in answer.stats.seconds))
+        return found
+
+    def run(self, scale: float) -> None:
+        """A price high enough to ask for the least memory first (if even that plan does not
+        fit, no price helps: the caller's exact search says whether anything fits); then
+        grow the price from low until a plan fits, and cut the dual where the lines of the
+        cheapest fitting and the last non-fitting plan cross."""
+        ceiling = self.probe(scale * PRICE_CEILING)
+        if ceiling is None or not ceiling.fits:
+            return
+        price, low = scale * PRICE_START, None
+        while len(self.probes) < MAX_PROBES and price < ceiling.price:
+            found = self.probe(price)
+            if found is None:
+                return
+            if found.fits:
+                break
+            low = found
+            price *= PRICE_GROWTH
+        while len(self.probes) < MAX_PROBES and low is not None and not self.done():
+            high = self.best
+            assert high is not None
+            if low.priced_bytes <= high.priced_bytes:
+                return  # the lines do not cross: no price between them does better
+            price = (high.cost - low.cost) / (low.priced_bytes - high.priced_bytes)
+            if not low.price < price < high.price or any(p.price == price for p in self.probes):
+                return
+            found = self.probe(price)
+            if found is None:
+                return
+            if not found.fits:
+                low = found
+            elif found.cost >= high.cost:
+                return  # the cut found nothing cheaper: the search has converged
+
+
+def _mixed(problem: ChoiceProblem, chain: Chain, cheap: Probe, fitting: Probe
+           ) -> tuple[tuple[int, ...], float] | None:
+    """The cheapest fitting plan that takes the cheap plan's choices in a run of blocks from
+    one end of the chain (the rest counted as a block before the first and after the last)
+    and the fitting plan's everywhere else, the run as long as memory allows (binary search
+    on its length; the whole run is the cheap plan, which does not fit; a mix is only kept
+    if it fits, whether or not longer runs really hold more).
+
+    The price search returns plans with identical interior blocks, but where memory binds
+    the optimum often mixes: some layers keep the cheap strategy and the others save the
+    memory that lets them (a single priced row cannot express "some layers"). Between the
+    two plans at the dual optimum this is a one-dimensional search, each step one evaluation
+    of the whole problem."""
+    units = [*chain.blocks, chain.rest]  # the rest (embedding, head) mixes as one unit
+    best: tuple[tuple[int, ...], float] | None = None
+    for blocks in ([units[-1], *units[:-1]], [*units[-2::-1], units[-1]]):
+        count = len(blocks)
+
+        def mix(length: int, blocks: list = blocks) -> tuple[int, ...]:
+            choices = list(fitting.choices)
+            for block in blocks[:length]:
+                for node in block:
+                    choices[node] = cheap.choices[node]
+            return tuple(choices)
+
+        low, high = 0, count  # mix(low) fits (it is the fitting plan); find the longest
+        while high - low > 1:
+            middle = (low + high) // 2
+            peak = problem.peak_memory(mix(middle))
+            if peak is not None and peak <= problem.memory_limit:
+                low = middle
+            else:
+                high = middle
+        if low > 0:
+            choices = mix(low)
+            cost = problem.evaluate(choices)
+            if cost < fitting.cost and (best is None or cost < best[1]):
+                best = (choices, cost)
+    return best
+
+
+def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
+                 before: Sizes, known_bound: float | None) -> Solution | None:
+    """The best fitting plan the price search finds, with the best bound of any price
+    (at least ``known_bound``); ``None`` when the rows cannot be priced or no plan fit."""
+    row = priced_row(problem, chain)
+    if row is None or problem.memory_limit is None:
+        return None
+    scale = abs(known_bound) if known_bound not in (None, 0.0) else 1.0
+    search = _PriceSearch(problem, chain, row, clock, gap, known_bound)
+    search.run(scale / max(problem.memory_limit, 1.0))
+    best = search.best
+    if best is None:
+        return None
+    choices = best.choices
+    cheap = [p for p in search.probes if not p.fits and p.cost < best.cost]
+    if cheap and not search.done():
+        mixed = _mixed(problem, chain, min(cheap, key=lambda p: (p.cost, -p.price)), best)
+        if mixed is not None:
+            choices = mixed[0]
+        clock.lap("priced_mix")
+    timed_out = clock.remaining() == 0.0
+    return finish(problem, choices, search.bound, timed_out, clock, "priced", before, before)

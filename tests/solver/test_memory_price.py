@@ -1,0 +1,94 @@
+"""Memory priced on the periodic road, checked against exhaustive search of the whole problem.
+
+The rows here are peak rows of a training-like schedule: every block's parameter node is alive
+at every step, and at step t the activations of blocks 0..t are too, so no row is the same in
+every block (the reason the periodic LP cannot take rows as they are). ``solver.exact`` shares
+no code with the price search, so the checks are independent: the bound never exceeds the
+true optimum, the plan fits every row, and a plan called optimal is the true optimum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solver import ChoiceProblem, Infeasible, solve
+from solver.exact import exhaustive
+from solver.memory_price import priced_row
+from solver.periodic import find_chain
+from tests.solver.test_periodic import chain_problem
+
+
+def with_peak_rows(problem: ChoiceProblem, seed: int, slack: float) -> ChoiceProblem:
+    """``problem`` with training-like liveness rows and a limit ``slack`` above the least
+    possible peak."""
+    rng = np.random.default_rng(seed)
+    sizes = problem.sizes
+    static = [(block[0], rng.integers(1, 6, size=sizes[block[0]]).astype(float))
+              for block in problem.blocks]
+    saved = [(block[-1], rng.integers(0, 4, size=sizes[block[-1]]).astype(float))
+             for block in problem.blocks]
+    rows = [tuple(static) + tuple(saved[:t + 1]) for t in range(len(problem.blocks))]
+    least = max(sum(float(vec.min()) for _, vec in row) for row in rows)
+    return ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
+                         blocks=problem.blocks, liveness=rows, memory_limit=least + slack)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), layers=st.integers(4, 6), per_block=st.integers(1, 2),
+       slack=st.sampled_from([0.0, 2.0, 5.0]))
+def test_priced_chain_keeps_a_true_bound_and_fits(seed, layers, per_block, slack) -> None:
+    problem = with_peak_rows(chain_problem(seed, layers, per_block, options=3, rest=1), seed,
+                             slack)
+    if np.prod(problem.sizes, dtype=float) > 300_000:
+        return
+    try:
+        _, best = exhaustive(problem)
+    except Infeasible:
+        with pytest.raises(Infeasible):
+            solve(problem)
+        return
+    answer = solve(problem)
+    assert answer.bound <= best + 1e-9
+    assert answer.objective >= best - 1e-9
+    assert answer.peak_memory <= problem.memory_limit + 1e-9
+    if answer.optimal:
+        assert answer.objective == pytest.approx(best, abs=1e-9)
+
+
+def test_the_priced_row_is_equal_in_every_interior_block_and_below_the_real_one() -> None:
+    problem = with_peak_rows(chain_problem(5, 6, 2, options=3, rest=1), 5, 1.0)
+    chain = find_chain(problem)
+    assert chain is not None
+    row = priced_row(problem, chain)
+    assert row is not None
+    interior = chain.blocks[1:-1]
+    for position in range(len(chain.blocks[0])):
+        first = row[interior[0][position]]
+        assert all(np.array_equal(row[b[position]], first) for b in interior)
+    peak_row = problem.liveness[-1]  # the last step: every block's activations alive
+    real = [np.zeros(size) for size in problem.sizes]
+    for node, vec in peak_row:
+        real[node] = real[node] + vec
+    assert all((a <= r + 1e-12).all() for a, r in zip(row, real, strict=True))
+
+
+def test_memory_that_forces_the_expensive_option_is_priced_to_a_proof() -> None:
+    # each layer: option 0 costs 0 and holds 2 bytes, option 1 costs 1 and holds 1; the limit
+    # lets exactly one layer keep option 0, so the optimum is layers - 1 (by hand). The
+    # Lagrangian bound at price 1 is exactly that, and the end blocks' polish finds the plan.
+    layers = 8
+    costs = [np.array([0.0, 1.0])] * layers
+    edges = [(k, k + 1, np.zeros((2, 2))) for k in range(layers - 1)]
+    memory = np.array([2.0, 1.0])
+    rows = [tuple((k, memory) for k in range(layers))]
+    problem = ChoiceProblem(node_costs=costs, edges=edges, liveness=rows,
+                            memory_limit=float(layers + 1),
+                            blocks=tuple((k,) for k in range(layers)))
+    answer = solve(problem)
+    assert answer.stats.backend == "priced"
+    assert answer.optimal
+    assert answer.objective == pytest.approx(layers - 1)
+    assert sorted(answer.choices).count(0) == 1
