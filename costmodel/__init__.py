@@ -34,6 +34,7 @@ throughput, and other ops as memory-bound (:func:`kernel_seconds`);
 :func:`calibrate_gemm` fits the GEMM terms to a matmul benchmark table.
 """
 
+from costmodel.attention_kernels import AttentionKernel, with_attention_kernel
 from costmodel.calibrate import Calibration, CalibrationRow, calibrate, check
 from costmodel.calibrate_gemm import GemmCalibration, calibrate_gemm, check_gemm
 from costmodel.collectives import (
@@ -87,6 +88,7 @@ __all__ = [
     "ALGORITHMS",
     "STANDARD_LINKS",
     "Attention",
+    "AttentionKernel",
     "AttentionPass",
     "AttentionRate",
     "Calibration",
@@ -154,4 +156,5 @@ __all__ = [
     "scatter_allgather_broadcast",
     "single_level_seconds",
     "slowest_link",
+    "with_attention_kernel",
 ]

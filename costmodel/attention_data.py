@@ -11,6 +11,12 @@ the same figures as in the papers:
 - ``assets/flash3_fp16_fwd.png``: forward, BF16/FP16, H100 80GB SXM5, FlashAttention-3 and
   FlashAttention-2 bars (Shah et al., "FlashAttention-3", arXiv:2407.08608, figure 5).
 
+The two FlashAttention-2 forward + backward figures also carry the other kernels' bars: the
+first FlashAttention (CUDA, "FlashAttention"; both GPUs) and "FlashAttention Triton" (A100
+only), the *experimental* Triton kernel ``flash_attn/flash_attn_triton.py`` of the same
+repository, which mosaicml/llm-foundry copies as ``llmfoundry/models/layers/flash_attn_triton.py``
+(its ``attn_impl: triton``). Those bars are read here too (``FA1_*``, ``TRITON_A100_FWD_BWD``).
+
 Every run has 16k tokens in total (batch = 16384 / seqlen) and hidden size 2048 (32 heads of
 64 or 16 of 128); FLOPs are FlashAttention's count (causal halved, backward 2.5× forward).
 Values are as printed; a label hidden behind a figure's legend is left out (``None``) and one
@@ -35,6 +41,25 @@ FA2_H100_FWD_BWD: dict[tuple[bool, int], tuple[float | None, ...]] = {
     (False, 128): (248, 294, 320, 326, 335, 338),    # 1k partly hidden, read 294
     (True, 64): (141, 192, 232, 257, 273, 284),
     (True, 128): (163, 221, 265, 294, 308, 328),
+}
+# Same figures, the other kernels' bars (every label legible; checked on 2x crops).
+FA1_A100_FWD_BWD: dict[tuple[bool, int], tuple[float | None, ...]] = {
+    (False, 64): (91, 92, 104, 108, 110, 110),
+    (False, 128): (76, 72, 76, 80, 82, 83),
+    (True, 64): (58, 70, 77, 87, 92, 97),
+    (True, 128): (55, 62, 69, 76, 80, 83),
+}
+FA1_H100_FWD_BWD: dict[tuple[bool, int], tuple[float | None, ...]] = {
+    (False, 64): (157, 159, 161, 161, 166, 168),
+    (False, 128): (127, 127, 128, 131, 137, 139),
+    (True, 64): (104, 123, 136, 138, 149, 156),
+    (True, 128): (98, 109, 108, 126, 135, 137),
+}
+TRITON_A100_FWD_BWD: dict[tuple[bool, int], tuple[float | None, ...]] = {
+    (False, 64): (90, 102, 98, 98, 100, 100),
+    (False, 128): (78, 85, 90, 93, 95, 95),
+    (True, 64): (59, 75, 79, 76, 79, 80),
+    (True, 128): (50, 61, 68, 74, 78, 80),
 }
 FA3_H100_FWD: dict[tuple[bool, int], tuple[float | None, ...]] = {
     (False, 64): (333, 392, 460, 476, 496, 497),
@@ -83,6 +108,33 @@ def backward_rows(fwd: dict[tuple[bool, int], tuple[float | None, ...]],
     return tuple(out)
 
 
+def scaled(table: dict[tuple[bool, int], tuple[float | None, ...]],
+           new: dict[tuple[bool, int], tuple[float | None, ...]],
+           old: dict[tuple[bool, int], tuple[float | None, ...]]
+           ) -> dict[tuple[bool, int], tuple[float | None, ...]]:
+    """``table`` carried to another GPU point by point: ``table · new / old``, where ``new``
+    and ``old`` are one reference kernel's rates on the target and the measured GPU.
+
+    Example (Triton's A100 rate, scaled by the first FlashAttention's H100/A100 ratio):
+        >>> scaled({(True, 128): (80,)}, {(True, 128): (137,)}, {(True, 128): (83,)})
+        {(True, 128): (132.0,)}
+    """
+    out: dict[tuple[bool, int], tuple[float | None, ...]] = {}
+    for key, values in table.items():
+        out[key] = tuple(None if v is None or n is None or o is None else round(v * n / o, 1)
+                         for v, n, o in zip(values, new[key], old[key], strict=False))
+    return out
+
+
+TRITON_H100_FWD_BWD = scaled(TRITON_A100_FWD_BWD, FA1_H100_FWD_BWD, FA1_A100_FWD_BWD)
+"""H100 "FlashAttention Triton": no published H100 figure has its bars, so its A100 rates are
+carried over with the first FlashAttention's measured H100/A100 ratio at the same point. Both
+are FlashAttention-1-style kernels on Ampere instructions (the Triton one is pinned to a 2022
+pre-MLIR Triton, which emits no Hopper wgmma/TMA code), so they gain alike from the H100's
+clocks and SMs; FlashAttention-2, another Ampere-instruction kernel, gains the same (its
+H100/A100 ratio is within 10 % of FlashAttention-1's at every causal head-dim-128 point), which
+``tests/costmodel/test_attention_kernels.py`` checks. An estimate, labelled as such."""
+
 A100_ATTENTION = rows(FA2_A100_FWD_BWD, AttentionPass.FWD_BWD)
 """A100: FlashAttention-2's forward + backward rate, used for either pass (no per-pass
 figure ships with the repository)."""
@@ -91,3 +143,9 @@ H100_ATTENTION = rows(FA3_H100_FWD, AttentionPass.FWD) + backward_rows(FA2_H100_
                                                                        FA2_H100_FWD_BWD)
 """H100: FlashAttention-3's forward; backward from FlashAttention-2's H100 runs (the
 FlashAttention-3 backward figure is not among the shipped ones), a conservative choice."""
+H100_FA2_ATTENTION = rows(FA2_H100_FWD, AttentionPass.FWD) + backward_rows(FA2_H100_FWD,
+                                                                           FA2_H100_FWD_BWD)
+"""H100 running FlashAttention-2 (PyTorch's SDPA flash backend): its forward and the backward
+derived from its forward + backward runs."""
+A100_TRITON_ATTENTION = rows(TRITON_A100_FWD_BWD, AttentionPass.FWD_BWD)
+H100_TRITON_ATTENTION = rows(TRITON_H100_FWD_BWD, AttentionPass.FWD_BWD)

@@ -26,6 +26,7 @@ flat roofline (the GEMM model is one of thread blocks on SMs).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 
@@ -159,6 +160,10 @@ H100_KERNELS = KernelParams(sm_count=132, gemm_tile=(128, 128), gemm_tile_k=64,
 A100_KERNELS = KernelParams(sm_count=108, gemm_tile=(128, 128), gemm_tile_k=64,
                             gemm_efficiency=0.917, gemm_k_overhead=136.0, launch_s=5.71e-6,
                             hbm_efficiency=1759 / 2039, attention=A100_ATTENTION)
+# A100 SXM4 40GB: the same GA100 chip and clocks as the 80 GB part (so its GEMM and attention
+# terms), HBM2 at 1,555 GB/s; 1360 GB/s STREAM triad at full occupancy (gpu-benches
+# gpu-stream/a100_40.txt, commit above; 1555 GB/s is the peak its plot.py lists).
+A100_40GB_KERNELS = dataclasses.replace(A100_KERNELS, hbm_efficiency=1360 / 1555)
 
 # H100 SXM5 80GB: dense bf16/f16 989.4 TFLOP/s, FP8 1978.9, INT8 1978.9 TOPS, FP32 (non-tensor)
 # 67, FP64 tensor 67; 80 GB HBM3 at 3.35 TB/s (nvidia.com/en-us/data-center/h100).
@@ -176,6 +181,13 @@ A100 = DeviceSpec(name="A100-SXM4-80GB",
                   hbm_bytes=80 * 10**9, hbm_bw_bytes_per_s=2.039e12,
                   efficiency=GPU_EFFICIENCY, min_kernel_s=GPU_MIN_KERNEL_S,
                   kernels=A100_KERNELS)
+# A100 SXM4 40GB: the same peaks; 40 GB HBM2 at 1,555 GB/s (NVIDIA A100 datasheet).
+A100_40GB = DeviceSpec(name="A100-SXM4-40GB",
+                       peak_flops_per_s={"bf16": 312e12, "f16": 312e12, "int8": 624e12,
+                                         "f32": 19.5e12, "f64": 19.5e12},
+                       hbm_bytes=40 * 10**9, hbm_bw_bytes_per_s=1.555e12,
+                       efficiency=GPU_EFFICIENCY, min_kernel_s=GPU_MIN_KERNEL_S,
+                       kernels=A100_40GB_KERNELS)
 # TPU v5e: 197 TFLOP/s bf16, 394 int8; 16 GB HBM2 at 819 GB/s (cloud.google.com/tpu/docs/v5e).
 # f32 matmuls run as one bf16 MXU pass under JAX's default precision, hence f32 = bf16 peak.
 TPU_V5E = DeviceSpec(name="TPU-v5e",
@@ -223,6 +235,8 @@ _PRESETS: dict[str, Topology] = {
     # The comments above the links say which measured table each level was fitted on.
     "dgx-h100": _dgx("dgx-h100", H100, NVLINK4, IB_NDR, PCIE_GEN5),
     "dgx-a100": _dgx("dgx-a100", A100, NVLINK3, IB_HDR, PCIE_GEN4),
+    # the original DGX A100 (8 × A100 40GB): the same NVLink3/NVSwitch and 8 × 200 Gb/s HDR IB
+    "dgx-a100-40gb": _dgx("dgx-a100-40gb", A100_40GB, NVLINK3, IB_HDR, PCIE_GEN4),
     "aws-p4d": _dgx("aws-p4d", A100, NVLINK3_P4D, EFA_P4D, PCIE_GEN4),
     "aws-p5": _dgx("aws-p5", H100, NVLINK4, EFA_P5, PCIE_GEN5),
     "gcp-a3-mega": _dgx("gcp-a3-mega", H100, NVLINK4, TCPXO, PCIE_GEN5),

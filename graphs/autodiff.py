@@ -143,7 +143,8 @@ def backward_graph(forward: OpGraph, *, loss: str | None = None,
     Args:
         forward: the forward graph; not modified.
         loss: the tensor to differentiate; default the graph's single marked output.
-        recompute: "none", "selective" or "full" (see :mod:`graphs.autodiff_recompute`).
+        recompute: "none", "selective", "selective-op" or "full" (see
+            :mod:`graphs.autodiff_recompute`).
 
     Returns:
         The forward-plus-backward graph.

@@ -9,6 +9,11 @@ forward ops named ``layers.<i>.*``; ops outside layers are never recomputed.
   the layer's input (which stays saved), the parameters and other graph inputs only.
 * ``selective``: the same, restricted to cheap kinds (:data:`CHEAP_KINDS`: elementwise,
   norms, rotary, layout); einsum and attention outputs stay saved and feed the recomputation.
+* ``selective-op``: torchtitan's op-level selective checkpointing (``_custom_policy`` in
+  ``torchtitan/parallelisms/parallelize_llama.py`` at 9dec370ad26b5f8e9a7333a0e36165018262644b:
+  save the outputs of matmuls and attention "except every second mm", recompute the rest):
+  ``selective`` plus every second einsum of the layer in forward order (the 2nd, 4th, ...:
+  in a Llama layer ``wk``, ``wo`` and ``w3`` of wq, wk, wv, wo, w1, w3, w2).
 
 The recompute ops of a layer are emitted right before the layer's first backward op, and the
 layer's backward reads the recomputed copies, so the forward tensors inside the layer die at
@@ -40,10 +45,12 @@ CHEAP_KINDS = frozenset({
 @enum.unique
 class Recompute(enum.Enum):
     """NONE: save every forward tensor the backward reads. SELECTIVE: recompute cheap ops
-    inside layers. FULL: recompute whole layers from their inputs."""
+    inside layers. SELECTIVE_OP: those and every second einsum (torchtitan's op policy).
+    FULL: recompute whole layers from their inputs."""
 
     NONE = "none"
     SELECTIVE = "selective"
+    SELECTIVE_OP = "selective-op"
     FULL = "full"
 
     def __repr__(self) -> str:
@@ -99,9 +106,17 @@ def plan_recompute(forward: OpGraph, reads: Mapping[str, frozenset[str]],
     return plan
 
 
+def _recomputable(ops: list[Op], mode: Recompute) -> list[Op]:
+    """The layer's ops ``mode`` may re-run (forward order)."""
+    if mode is Recompute.FULL:
+        return ops
+    einsums = [op.name for op in ops if op.kind == "einsum"]
+    every_second = set(einsums[1::2]) if mode is Recompute.SELECTIVE_OP else set()
+    return [op for op in ops if op.kind in CHEAP_KINDS or op.name in every_second]
+
+
 def _closure(ops: list[Op], reads: Mapping[str, frozenset[str]], mode: Recompute) -> list[Op]:
-    producer = {t: op for op in ops if mode is Recompute.FULL or op.kind in CHEAP_KINDS
-                for t in op.outputs}
+    producer = {t: op for op in _recomputable(ops, mode) for t in op.outputs}
     stack = sorted({t for op in ops for t in reads.get(op.name, ()) if t in producer})
     chosen: set[str] = set()
     while stack:

@@ -14,7 +14,7 @@ from graphs.autodiff import backward_graph
 from graphs.opgraph import OpGraph
 from graphs.optimizer import Optimizer, append_optimizer
 
-RECOMPUTE_CHOICES = ("none", "selective", "full")
+RECOMPUTE_CHOICES = ("none", "selective", "selective-op", "full")
 
 
 def training_graph(forward: OpGraph, *, optimizer: str | Optimizer = Optimizer.ADAMW,
@@ -25,8 +25,9 @@ def training_graph(forward: OpGraph, *, optimizer: str | Optimizer = Optimizer.A
     Args:
         forward: a forward graph (e.g. from :func:`graphs.zoo.build`); not modified.
         optimizer: "adamw" (default; fp32 master weights for 16-bit params) or "sgd".
-        recompute: "none", "selective" or "full" activation recomputation
-            (Korthikanti et al. 2022), see :func:`graphs.autodiff.backward_graph`.
+        recompute: "none", "selective", "selective-op" (torchtitan's op policy) or "full"
+            activation recomputation (Korthikanti et al. 2022), see
+            :func:`graphs.autodiff.backward_graph`.
         loss: the tensor to differentiate; default the graph's single output.
         master_weights: override the mixed-precision default of the AdamW step.
         **hyper: optimizer step attrs (lr, beta1, beta2, eps, weight_decay, step).

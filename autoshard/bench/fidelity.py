@@ -31,7 +31,7 @@ from autoshard.bench.fidelity_setup import Job, job_for
 from autoshard.errors import AutoshardError, MemoryTooSmallError, UsageError
 from autoshard.provenance import header_lines
 from autoshard.sharding.mesh import Mesh
-from costmodel import format_bytes
+from costmodel import format_bytes, get_preset, with_attention_kernel
 from graphs import zoo
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ QUICK_ROWS = (
     "tt2412-t5-1f1b",
     "tt2412-t1-float8",
 )
-"""``--quick``: two small runnable rows and two skipped ones (pipeline stages, fp8)."""
+"""``--quick``: two small runnable rows and two skipped ones (fp8, one of them pipelined)."""
 TIME_LIMIT_S = 120.0
 _INT_COLUMNS = ("gpus", "micro_batches", "params_published", "params_model")
 UNBOUNDED_BYTES = 1e15
@@ -106,7 +106,10 @@ def plan_job(job: Job) -> tuple[Any, str]:
     row = job.row
     graph = zoo.build_config(model_config(job.model, seq=int(row.seq or 0),
                                           batch=job.graph_batch))
-    options = {"topology": job.topology, "training": True, "recompute": job.recompute,
+    topology = get_preset(job.topology)
+    if job.attention_kernel:
+        topology = with_attention_kernel(topology, job.attention_kernel)
+    options = {"topology": topology, "training": True, "recompute": job.recompute,
                "strategy": job.strategy, "micro_batches": job.micro_batches,
                "time_limit": TIME_LIMIT_S, "model_name": job.model}
     mesh = Mesh.parse(job.mesh)
@@ -127,7 +130,8 @@ def group_of(row: MeasuredRow) -> str:
 def _base(row: MeasuredRow) -> dict[str, Any]:
     return {"row_id": row.row_id, "source_id": row.source_id, "group": group_of(row),
             "model": row.model, "gpu": row.gpu, "gpus": row.gpus, "mesh": "", "strategy": "",
-            "recompute": row.recompute, "topology": "", "micro_batches": None,
+            "recompute": row.recompute, "topology": "", "attention_kernel": "",
+            "micro_batches": None,
             "measured": row.measured, "predicted": None, "ratio": None,
             "measured_step_s": _measured_step_s(row), "predicted_step_s": None,
             "compute_s": None, "exposed_comm_s": None, "hidden_comm_s": None,
@@ -154,7 +158,8 @@ def _prediction(job: Job, plan: Any) -> dict[str, Any]:
         scale = round((measured_step - exposed) / objective.compute_s, 4)
     config = model_config(job.model, seq=int(job.row.seq or 0), batch=job.graph_batch)
     return {"mesh": job.mesh, "strategy": job.strategy, "recompute": job.recompute,
-            "topology": job.topology, "micro_batches": job.micro_batches,
+            "topology": job.topology, "attention_kernel": job.attention_kernel,
+            "micro_batches": job.micro_batches,
             "predicted": round(predicted, 3), "ratio": round(predicted / job.row.measured, 4),
             "predicted_step_s": round(objective.total_s, 6),
             "compute_s": round(objective.compute_s, 6), "exposed_comm_s": round(exposed, 6),

@@ -5,9 +5,11 @@ The planner evaluates the run's own layout through the named strategies
 (:mod:`autoshard.planning.named`): FSDP / ZeRO-3 → ``fsdp`` on an ``fsdp`` axis, PyTorch FSDP
 ``SHARD_GRAD_OP`` → ``zero2``, DDP → ``ddp``; tensor parallelism → ``megatron`` (``megatron-sp``
 when the source uses sequence-parallel norms) with the data axis named for its sharding. What
-the planner cannot express is skipped with the reason (pipeline stages, experts, context
-parallelism, fp8 matmuls, asynchronous TP, layer-interval checkpointing, a GPU without a preset,
-a setup cell the source leaves empty); what it prices approximately is listed with the row.
+the bench cannot express is skipped with the reason (experts, fp8 matmuls, asynchronous TP,
+layer-interval checkpointing, a GPU without a preset, a setup cell the source leaves empty,
+then pipeline stages and context parallelism, which no named hand plan places); what it prices
+approximately is listed with the row. Each framework's attention kernel is priced as the one
+its runs called (:data:`ATTENTION_KERNELS`).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ GPU_PRESETS: dict[str, tuple[str, str]] = {
     "h100_80gb": ("dgx-h100", ""),
     "A100 80GB": ("dgx-a100", ""),
     "a100_80gb": ("dgx-a100", ""),
+    "a100_40gb": ("dgx-a100-40gb", ""),
 }
-_NO_PRESET = {"a100_40gb": "no preset for the A100 40GB (dgx-a100 is the 80 GB part, with "
-                           "2.0 TB/s HBM instead of 1.6)"}
+_NO_PRESET: dict[str, str] = {}
 SKIP_FEATURES = {
     "async-tp": "async TP (tensor-parallel collectives overlapped with the GEMMs) is not "
                 "modelled",
@@ -53,9 +55,22 @@ _TORCHTITAN_FP32_REDUCE = ("FSDP2 reduces gradients in fp32 (torchtitan's defaul
                            "gradients")
 _KNOWN_FEATURES = {"sequence-parallel", "fsdp-mixed-precision-PURE", "sharding-FULL_SHARD"}
 RECOMPUTE = {"none": "none", "full": "full", "selective": "selective",
-             "selective-op": "selective"}
-_SELECTIVE_OP = ("op-level selective checkpointing also recomputes every second matmul "
-                 "(torchtitan's policy); the plan's selective recomputes elementwise ops only")
+             "selective-op": "selective-op"}
+ATTENTION_KERNELS: dict[str, str] = {
+    # framework: the attention kernel its benchmark runs called (costmodel.AttentionKernel)
+    #
+    # llm-foundry: `attn_impl: triton`, the Triton FlashAttention
+    # (llmfoundry/models/layers/flash_attn_triton.py). The tables' runs were submitted by
+    # scripts/train/benchmarking/sweep.sh, which passes no --attn_impl, so
+    # submit_benchmarks.py's default applies: 'triton' from 9fa3ceb9a (2023-04-04) until
+    # 7f0fdae66 (2024-03-26); the tables were last changed on 2024-01-06 (5e85bd62d).
+    "llm-foundry": "triton",
+    # torchtitan: F.scaled_dot_product_attention (torchtitan/models/llama/model.py at
+    # 9dec370), whose flash backend is FlashAttention-2 (PyTorch 2.2 release notes), not
+    # FlashAttention-3.
+    "torchtitan": "fa2",
+}
+"""The attention kernel per framework; a framework not listed keeps the preset's."""
 REQUIRED = ("gpus", "dp", "dp_sharding", "micro_batch", "global_batch", "seq")
 
 
@@ -72,6 +87,7 @@ class Job:
     graph_batch: int
     micro_batches: int
     approximations: tuple[str, ...]
+    attention_kernel: str = ""
 
 
 def job_for(row: MeasuredRow) -> Job | str:
@@ -106,7 +122,8 @@ def job_for(row: MeasuredRow) -> Job | str:
     return Job(row=row, model=key, mesh=mesh, strategy=strategy,
                recompute=RECOMPUTE[row.recompute], topology=preset,
                graph_batch=int(batch.graph_batch or 0), micro_batches=batch.micro_batches,
-               approximations=_approximations(row, hardware))
+               approximations=_approximations(row, hardware),
+               attention_kernel=ATTENTION_KERNELS.get(row.framework, ""))
 
 
 def _unsupported(row: MeasuredRow) -> str | None:
@@ -114,10 +131,8 @@ def _unsupported(row: MeasuredRow) -> str | None:
     if row.unit != TOKENS_PER_S_PER_GPU:
         return (f"{row.unit} is not compared (model-FLOPs figures need the source's own FLOP "
                 "count); only tokens/s/GPU rows are")
-    for name, what in (("pp", "pipeline parallelism"), ("ep", "expert parallelism (MoE)"),
-                       ("cp", "context parallelism")):
-        if row.degree(name) > 1:
-            return f"{what} ({name.upper()}={row.degree(name)}) is not modelled"
+    if row.degree("ep") > 1:
+        return f"expert parallelism (MoE) (EP={row.degree('ep')}) is not modelled"
     precision = row.precision.lower()
     if not precision:
         return "precision not stated"
@@ -131,6 +146,21 @@ def _unsupported(row: MeasuredRow) -> str | None:
     if row.recompute not in RECOMPUTE:
         return "recompute not stated" if not row.recompute else \
             f"recompute {row.recompute!r} is not modelled"
+    return _staged(row)
+
+
+def _staged(row: MeasuredRow) -> str | None:
+    """Why a pipelined or context-parallel row has no job. Checked after every other
+    feature, so a row that other features already rule out says so. The planner has both
+    (``plan_pipeline`` on a ``pp`` axis; ring attention and Ulysses as strategies) but the
+    bench evaluates named hand plans only, and none of them places pipeline stages or shards
+    attention over the sequence."""
+    if row.degree("pp") > 1:
+        return (f"pipeline parallelism (PP={row.degree('pp')}): the bench prices named hand "
+                "plans, which place no pipeline stages (plan_pipeline is not driven here)")
+    if row.degree("cp") > 1:
+        return (f"context parallelism (CP={row.degree('cp')}): no named hand plan shards "
+                "attention over the sequence (the search's ring attention is not pinned here)")
     return None
 
 
@@ -155,8 +185,6 @@ def _approximations(row: MeasuredRow, hardware: str) -> tuple[str, ...]:
     notes = [hardware] if hardware else []
     if not row.interconnect and row.gpus and row.gpus > 8:
         notes.append("interconnect not stated (priced as the preset's)")
-    if row.recompute == "selective-op":
-        notes.append(_SELECTIVE_OP)
     if row.framework == "torchtitan" and row.dp_sharding == "fsdp" and (row.dp or 1) > 1:
         notes.append(_TORCHTITAN_FP32_REDUCE)
     for feature in row.features:

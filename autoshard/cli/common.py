@@ -20,6 +20,7 @@ from autoshard.errors import AutoshardError, InfeasibleError, UsageError, Verifi
 from costmodel import CostModelError
 from graphs import GraphError
 from graphs.importers.unmapped import UnmappedOpsWarning
+from graphs.training import RECOMPUTE_CHOICES
 from graphs.zoo import UnmodelledFieldsWarning
 from solver import SolverError
 
@@ -137,7 +138,7 @@ def training_options(what: str) -> Decorator:
                      show_default=True,
                      help="Optimizer of the training step (AdamW keeps fp32 master weights "
                           "and moments for 16-bit parameters)."),
-        click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
+        click.option("--recompute", type=click.Choice(list(RECOMPUTE_CHOICES)),
                      default="none", show_default=True,
                      help="Activation recomputation of the training step (Korthikanti et al. "
                           "2022)."),
@@ -154,7 +155,7 @@ def plan_step_options() -> Decorator:
                           "the plan; given, it must agree)."),
         click.option("--optimizer", type=click.Choice(["adamw", "sgd"]), default=None,
                      help="The training step's optimizer (default: read off the plan)."),
-        click.option("--recompute", type=click.Choice(["none", "selective", "full"]),
+        click.option("--recompute", type=click.Choice(list(RECOMPUTE_CHOICES)),
                      default=None,
                      help="The training step's recomputation (default: read off the plan)."),
     )

@@ -18,6 +18,7 @@ from autoshard.sweep.points import DEFAULT_LINKS, SweepSpec, parse_axes, parse_i
 from autoshard.sweep.runner import SWEEP_GAP, RunSettings
 from autoshard.sweep.study import ExecutorKind, PlanFiles, canonical_command, sweep
 from costmodel import parse_bytes
+from graphs.training import RECOMPUTE_CHOICES
 
 MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
 
@@ -43,7 +44,7 @@ MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
 @click.option("--training/--inference", default=False, show_default=True)
 @click.option("--optimizer", type=click.Choice(["adamw", "sgd"]), default="adamw",
               show_default=True)
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
+@click.option("--recompute", type=click.Choice(list(RECOMPUTE_CHOICES)), default="none",
               show_default=True)
 @click.option("--pp", "pp_text", default="auto", show_default=True,
               help="Pipeline sizes of a --training sweep, e.g. 2,4: meshes with a pp axis "

@@ -132,7 +132,8 @@ def plan(
             backward and one ``optimizer`` step per parameter (:func:`graphs.training.
             training_graph`); a graph that already holds parameter gradients is planned as is.
         optimizer: "adamw" (fp32 master weights and moments) or "sgd", for ``training``.
-        recompute: "none", "selective" or "full" activation recomputation, for ``training``.
+        recompute: "none", "selective", "selective-op" (torchtitan's op-level policy) or
+            "full" activation recomputation, for ``training``.
         reserve: bytes per device kept free (CUDA context, fragmentation); it is part of the
             reported peak and the solver fits the rest into ``memory_limit - reserve``.
         progress: show progress bars on stderr for phases longer than a second.

@@ -24,6 +24,7 @@ from costmodel import (
 PUBLISHED = [
     ("dgx-h100", 989e12, 80e9, 3.35e12, 8, 450e9, 400e9 / 8),
     ("dgx-a100", 312e12, 80e9, 2.039e12, 8, 300e9, 200e9 / 8),
+    ("dgx-a100-40gb", 312e12, 40e9, 1.555e12, 8, 300e9, 200e9 / 8),
     # AWS EC2 P4/P5 pages: 400 and 3200 Gb/s of EFA per node; GCP A3 Mega: 8 × 200 Gb/s NICs.
     ("aws-p4d", 312e12, 80e9, 2.039e12, 8, 300e9, 400e9 / 8 / 8),
     ("aws-p5", 989e12, 80e9, 3.35e12, 8, 450e9, 3200e9 / 8 / 8),
@@ -34,8 +35,8 @@ PUBLISHED = [
 
 
 def test_preset_names() -> None:
-    assert preset_names() == ("aws-p4d", "aws-p5", "dgx-a100", "dgx-h100", "gcp-a3-mega",
-                              "generic", "tpu-v5e", "tpu-v5p")
+    assert preset_names() == ("aws-p4d", "aws-p5", "dgx-a100", "dgx-a100-40gb", "dgx-h100",
+                              "gcp-a3-mega", "generic", "tpu-v5e", "tpu-v5p")
 
 
 @pytest.mark.parametrize(("name", "bf16", "hbm", "hbm_bw", "node", "inner_bw", "outer_bw"),
@@ -62,13 +63,23 @@ def test_gpu_link_names() -> None:
     assert h100.levels[1].link.bus_efficiency == pytest.approx(47 / 50)
 
 
-@pytest.mark.parametrize("name", ["dgx-h100", "dgx-a100", "aws-p4d", "aws-p5", "gcp-a3-mega"])
+@pytest.mark.parametrize("name", ["dgx-h100", "dgx-a100", "dgx-a100-40gb", "aws-p4d", "aws-p5",
+                                  "gcp-a3-mega"])
 def test_gpu_presets_follow_measured_curves_and_tpus_stay_alpha_beta(name) -> None:
     for level in get_preset(name).levels:
         assert not level.link.is_alpha_beta
         assert level.link.launch_s > 0 and level.link.pipeline_s > 0
     for name in ("tpu-v5e", "tpu-v5p", "generic"):
         assert all(level.link.is_alpha_beta for level in get_preset(name).levels)
+
+
+def test_a100_40gb_is_the_80gb_chip_with_its_own_memory() -> None:
+    small, large = get_preset("dgx-a100-40gb").device, get_preset("dgx-a100").device
+    assert small.kernels.sm_count == large.kernels.sm_count == 108
+    assert small.kernels.gemm_efficiency == large.kernels.gemm_efficiency
+    assert small.kernels.attention == large.kernels.attention
+    # STREAM triad at full occupancy, gpu-benches gpu-stream/a100_40.txt: 1360 of 1555 GB/s
+    assert small.kernels.hbm_efficiency * small.hbm_bw_bytes_per_s == pytest.approx(1360e9)
 
 
 def test_generic_is_unit_less() -> None:

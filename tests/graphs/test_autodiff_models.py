@@ -93,9 +93,9 @@ def test_recompute_modes_give_identical_gradients() -> None:
     graph = zoo.build("llama3-8b", dtype="f64", **{**SMALL, "kv_heads": 2})
     feeds = {**_feeds(graph, np.random.default_rng(1)), "grad/loss.out": np.array(1.0)}
     results = {mode: evaluate(backward_graph(graph, recompute=mode), feeds)
-               for mode in ("none", "selective", "full")}
+               for mode in ("none", "selective", "selective-op", "full")}
     for param in _params(graph):
-        for mode in ("selective", "full"):
+        for mode in ("selective", "selective-op", "full"):
             np.testing.assert_array_equal(results[mode][grad_name(param)],
                                           results["none"][grad_name(param)])
 
@@ -167,7 +167,7 @@ def _forward_key(op_name: str) -> str:
     return re.sub(r"\.\d+$", "", op_name[len("bwd/"):])
 
 
-@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("recompute", ["none", "selective", "selective-op", "full"])
 def test_topo_order_is_forward_then_backward_in_reverse(recompute: str) -> None:
     graph = zoo.build("llama3-8b", dtype="bf16", **{**SMALL, "kv_heads": 2})
     full = backward_graph(graph, recompute=recompute)
@@ -254,6 +254,28 @@ def test_selective_recompute_keeps_einsum_and_attention_outputs() -> None:
     kinds = {op.kind for op in full.ops if phase_of(op.name) is Phase.RECOMPUTE}
     assert kinds and not kinds & {"einsum", "attention"}
     assert "gelu" in kinds and "layer_norm" in kinds
+
+
+def test_op_level_selective_recomputes_every_second_matmul_the_backward_needs() -> None:
+    # torchtitan's policy over wq, wk, wv, wo, w1, w3, w2 recomputes the 2nd, 4th and 6th
+    # (wk, wo, w3); the backward needs all three: wk's output through rotary (attention's
+    # backward), wo's through the residual sum (the next norm's backward reads its input),
+    # w3's by the gated product's backward
+    graph = zoo.build("llama3-8b", dtype="bf16", **{**SMALL, "kv_heads": 2})
+    full = backward_graph(graph, recompute="selective-op")
+    again = sorted(op.name[len("recompute/"):] for op in full.ops
+                   if phase_of(op.name) is Phase.RECOMPUTE and op.kind == "einsum")
+    assert again == sorted(f"layers.{i}.{name}" for i in range(SMALL["layers"])
+                           for name in ("attn.k", "attn.o", "mlp.up"))
+    assert "attention" not in {op.kind for op in full.ops
+                               if phase_of(op.name) is Phase.RECOMPUTE}
+    # the extra forward FLOPs: 2·tokens·(d·d_kv + d·d + d·ffn) per layer (d_kv: kv heads)
+    tokens, d = SMALL["batch"] * SMALL["seq"], SMALL["hidden"]
+    d_kv = 2 * d // SMALL["heads"]
+    up = next(op for op in graph.ops if op.name == "layers.0.mlp.up")
+    ffn = graph.specs(up)[1][0].shape[-1]
+    assert _einsum_flops(full, Phase.RECOMPUTE) == SMALL["layers"] * 2 * tokens * (
+        d * d_kv + d * d + d * ffn)
 
 
 def _toy() -> OpGraph:

@@ -4,6 +4,7 @@ full run's numbers are in results/README.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -20,6 +21,7 @@ from autoshard.bench.fidelity_setup import Job, job_for
 from autoshard.bench.runner import BENCHMARKS
 from autoshard.errors import UsageError
 from autoshard.sharding.mesh import Mesh
+from costmodel import get_preset, with_attention_kernel
 from graphs import zoo
 
 SHIPPED = Path(__file__).resolve().parents[3] / "results" / "fidelity" / "measured.csv"
@@ -75,17 +77,30 @@ def test_jobs_and_skip_reasons_follow_the_published_setup() -> None:
     assert (job.model, job.mesh, job.strategy, job.topology) == \
         ("mpt-125m", "fsdp=8", "fsdp", "dgx-a100")
     assert (job.graph_batch, job.micro_batches, job.recompute) == (320, 2, "none")
+    # llm-foundry's benchmark runs used attn_impl triton; torchtitan calls SDPA (FA2)
+    assert job.attention_kernel == "triton"
     tp_job = job_for(rows["tt2506-8b-bf16-vanilla"])  # FSDP 8 × TP 8 with SP norms
     assert isinstance(tp_job, Job)
     assert (tp_job.mesh, tp_job.strategy, tp_job.graph_batch, tp_job.micro_batches) == \
         ("fsdp=8,tp=8", "megatron-sp", 96, 1)
-    assert "pipeline parallelism (PP=8)" in job_for(rows["tt2412-t5-1f1b"])
+    assert tp_job.attention_kernel == "fa2"
+    assert "fp8" in job_for(rows["tt2412-t5-1f1b"])  # fp8 first; pp is checked last
     assert "fp8" in job_for(rows["tt2412-t1-float8"])
     assert "async TP" in job_for(rows["tt2506-8b-bf16-async"])
     assert "TFLOP/s/GPU is not compared" in job_for(rows["megatronlm-gpt-1.7b"])
     assert "precision not stated" in job_for(rows["mbridge2509-llama3-8b-8"])
-    assert "no preset for the A100 40GB" in job_for(
-        next(r for r in rows.values() if r.gpu == "a100_40gb" and r.precision == "bf16"))
+    forty = job_for(next(r for r in rows.values() if r.gpu == "a100_40gb"))
+    assert isinstance(forty, Job) and forty.topology == "dgx-a100-40gb"
+
+
+def test_pipelined_and_context_parallel_rows_say_what_the_bench_lacks() -> None:
+    rows = _rows()
+    # a pipelined row without fp8 or async TP would reach the stage check
+    piped = dataclasses.replace(rows["tt2412-t5-1f1b"], precision="bf16",
+                                features=("torch.compile", "sequence-parallel"))
+    assert "pipeline parallelism (PP=8): the bench prices named hand plans" in job_for(piped)
+    ring = dataclasses.replace(rows["tt2412-t2-fsdp4-cp2"], precision="bf16")
+    assert "context parallelism (CP=2): no named hand plan" in job_for(ring)
 
 
 def test_median_and_spearman_match_hand_computed_values() -> None:
@@ -111,7 +126,7 @@ def test_quick_run_predictions_equal_a_direct_plan_call(tmp_path) -> None:
     out = pd.read_csv(paths[0], comment="#", keep_default_na=False).set_index("row_id")
     assert set(out.index) == set(fidelity.QUICK_ROWS)
     assert list(out.columns[:2]) == ["source_id", "group"] and "skipped" in out.columns
-    assert out.loc["tt2412-t5-1f1b", "skipped"].startswith("skipped: pipeline parallelism")
+    assert out.loc["tt2412-t5-1f1b", "skipped"].startswith("skipped: fp8")  # and PP=8
     assert out.loc["tt2412-t1-float8", "skipped"].startswith("skipped: fp8")
     for row_id, (seq, micro, steps, measured) in {
             "llmfoundry-a10080gb-ampbf16-mpt125m-s2048-g8-mb40": (2048, 40, 2, 142830.0),
@@ -120,7 +135,9 @@ def test_quick_run_predictions_equal_a_direct_plan_call(tmp_path) -> None:
         assert line["skipped"] == ""
         # the row's published setup, spelled out here: 8 A100 80GB, FULL_SHARD, no AC
         graph = zoo.build_config(model_config("mpt-125m", seq=seq, batch=micro * 8))
-        plan = autoshard.plan(graph, Mesh.parse("fsdp=8"), topology="dgx-a100", training=True,
+        # llm-foundry's attn_impl: triton, on the A100 preset
+        a100_triton = with_attention_kernel(get_preset("dgx-a100"), "triton")
+        plan = autoshard.plan(graph, Mesh.parse("fsdp=8"), topology=a100_triton, training=True,
                               strategy="fsdp", micro_batches=steps, time_limit=120.0,
                               model_name="mpt-125m")
         predicted = float(plan.throughput["tokens_per_s_per_device"])
