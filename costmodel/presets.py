@@ -181,13 +181,9 @@ A100 = DeviceSpec(name="A100-SXM4-80GB",
                   hbm_bytes=80 * 10**9, hbm_bw_bytes_per_s=2.039e12,
                   efficiency=GPU_EFFICIENCY, min_kernel_s=GPU_MIN_KERNEL_S,
                   kernels=A100_KERNELS)
-# A100 SXM4 40GB: the same peaks; 40 GB HBM2 at 1,555 GB/s (NVIDIA A100 datasheet).
-A100_40GB = DeviceSpec(name="A100-SXM4-40GB",
-                       peak_flops_per_s={"bf16": 312e12, "f16": 312e12, "int8": 624e12,
-                                         "f32": 19.5e12, "f64": 19.5e12},
-                       hbm_bytes=40 * 10**9, hbm_bw_bytes_per_s=1.555e12,
-                       efficiency=GPU_EFFICIENCY, min_kernel_s=GPU_MIN_KERNEL_S,
-                       kernels=A100_40GB_KERNELS)
+# A100 SXM4 40GB: the same chip and peaks; 40 GB HBM2 at 1,555 GB/s (NVIDIA A100 datasheet).
+A100_40GB = dataclasses.replace(A100, name="A100-SXM4-40GB", hbm_bytes=40 * 10**9,
+                                hbm_bw_bytes_per_s=1.555e12, kernels=A100_40GB_KERNELS)
 # TPU v5e: 197 TFLOP/s bf16, 394 int8; 16 GB HBM2 at 819 GB/s (cloud.google.com/tpu/docs/v5e).
 # f32 matmuls run as one bf16 MXU pass under JAX's default precision, hence f32 = bf16 peak.
 TPU_V5E = DeviceSpec(name="TPU-v5e",
