@@ -7,13 +7,18 @@ describes (the sweep's plots state the command only, to stay byte-stable across 
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 def machine_line() -> str:
@@ -52,3 +57,14 @@ def header_lines() -> list[str]:
     """Comment lines to put at the top of a CSV (pandas reads them with comment='#')."""
     return [f"# command: {command_line()}", f"# commit: {commit_line()}",
             f"# machine: {machine_line()}"]
+
+
+def write_csv(path: Path, frame: Any, notes: Sequence[str] = (), **to_csv: Any) -> Path:
+    """``frame`` (a pandas DataFrame) written as CSV under the provenance header, then one
+    ``# `` line per note; ``to_csv`` goes to ``DataFrame.to_csv`` (``index=False`` always)."""
+    path = Path(path)
+    with path.open("w") as handle:
+        handle.write("\n".join([*header_lines(), *(f"# {note}" for note in notes)]) + "\n")
+        frame.to_csv(handle, index=False, **to_csv)
+    logger.info("wrote %s", path)
+    return path

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from autoshard.provenance import header_lines, machine_line
+from autoshard.provenance import header_lines, machine_line, write_csv
 from costmodel import Link, NcclTable, Topology, get_preset, read_nccl_tests
 from costmodel.calibrate import Calibration, calibrate, check
 from costmodel.calibration_report import calibration_summary, ratio_stats, write_calibration_plot
@@ -116,11 +116,7 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
 
 
 def _csv(path: Path, rows: list[dict[str, object]]) -> Path:
-    with path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        pd.DataFrame(rows).to_csv(handle, index=False)
-    logger.info("wrote %s", path)
-    return path
+    return write_csv(path, pd.DataFrame(rows))
 
 
 def _merged(calibrations: list[Calibration], study: str) -> Calibration:

@@ -31,7 +31,7 @@ import pandas as pd
 
 from autoshard.errors import MemoryTooSmallError
 from autoshard.planning.planner import plan
-from autoshard.provenance import header_lines
+from autoshard.provenance import write_csv
 from autoshard.sharding.mesh import Mesh
 from autoshard.strategies.derive import Strategy
 from graphs import Op, zoo
@@ -99,7 +99,4 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
             rows.append({**_row(mesh_text, variant, graph), "seq": seq})
             logger.info("context-parallel bench %s", rows[-1])
     path = out_dir / "context_parallel.csv"
-    with path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        pd.DataFrame(rows).to_csv(handle, index=False)
-    return [path]
+    return [write_csv(path, pd.DataFrame(rows))]

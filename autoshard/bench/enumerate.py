@@ -14,7 +14,7 @@ import pandas as pd
 
 from autoshard.bench.plots import save_bar_plot
 from autoshard.planning.node_costs import attrs_key
-from autoshard.provenance import header_lines
+from autoshard.provenance import write_csv
 from autoshard.sharding.mesh import Mesh
 from autoshard.strategies.derive import enumerate_strategies
 from graphs import OpGraph, zoo
@@ -51,9 +51,7 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
                               "max_strategies": count} for kind, count in sorted(per_kind.items()))
     paths = [out_dir / "enumerate.csv", out_dir / "enumerate_kinds.csv"]
     for path, frame in zip(paths, (pd.DataFrame(rows), pd.DataFrame(kind_rows)), strict=True):
-        with path.open("w") as handle:
-            handle.write("\n".join(header_lines()) + "\n")
-            frame.to_csv(handle, index=False)
+        write_csv(path, frame)
     paths.append(save_bar_plot(pd.DataFrame(rows), x="model", y="seconds", hue="mesh",
                                path=out_dir / "enumerate.png", ylabel="seconds (cold cache)",
                                title="Strategy enumeration per graph, caches cleared"))

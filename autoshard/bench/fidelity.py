@@ -29,7 +29,7 @@ from autoshard.bench.fidelity_report import summary_text, write_plot
 from autoshard.bench.fidelity_rows import MeasuredRow, read_measured
 from autoshard.bench.fidelity_setup import Job, job_for
 from autoshard.errors import AutoshardError, MemoryTooSmallError, UsageError
-from autoshard.provenance import header_lines
+from autoshard.provenance import header_lines, write_csv
 from autoshard.sharding.mesh import Mesh
 from costmodel import format_bytes, get_preset, with_attention_kernel
 from graphs import zoo
@@ -73,9 +73,7 @@ def run(out_dir: Path, quick: bool = False, measured: Path | None = None) -> lis
         frame[column] = frame[column].astype("Int64")
     out_dir = Path(out_dir)
     csv_path = out_dir / "fidelity.csv"
-    with csv_path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        frame.to_csv(handle, index=False)
+    write_csv(csv_path, frame)
     text = summary_text(frame)
     summary = out_dir / "fidelity_summary.txt"
     summary.write_text("\n".join(header_lines()) + "\n\n" + text)

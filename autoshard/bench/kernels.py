@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autoshard.provenance import header_lines
+from autoshard.provenance import header_lines, write_csv
 from costmodel import (
     DeviceSpec,
     Gemm,
@@ -116,8 +116,4 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
 
 
 def _csv(path: Path, rows: list[dict[str, object]]) -> Path:
-    with path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        pd.DataFrame(rows).to_csv(handle, index=False)
-    logger.info("wrote %s", path)
-    return path
+    return write_csv(path, pd.DataFrame(rows))

@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from autoshard.planning.planner import plan
-from autoshard.provenance import header_lines
+from autoshard.provenance import write_csv
 from autoshard.sharding.links import MeshLinks
 from autoshard.sharding.mesh import Mesh
 from costmodel import Link, get_preset
@@ -108,7 +108,4 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
             rows.append(point(graph, micro_batches, bw, link))
             logger.info("moe-links bench %s", rows[-1])
     path = out_dir / "moe_links.csv"
-    with path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        pd.DataFrame(rows).to_csv(handle, index=False)
-    return [path]
+    return [write_csv(path, pd.DataFrame(rows))]

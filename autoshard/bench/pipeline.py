@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from autoshard.provenance import header_lines
+from autoshard.provenance import write_csv
 
 logger = logging.getLogger(__name__)
 
@@ -137,8 +137,4 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
         rows.append(run_job(job, out_dir))  # plans go to a scratch folder
     frame = pd.DataFrame(rows)
     path = out_dir / ("pipeline_quick.csv" if quick else "pipeline.csv")
-    with path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        handle.write(f"# recipe: {RECIPE}\n")
-        frame.to_csv(handle, index=False, float_format="%.6g")
-    return [path]
+    return [write_csv(path, frame, (f"recipe: {RECIPE}",), float_format="%.6g")]

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from autoshard.bench.plots import save_bar_plot
-from autoshard.provenance import header_lines
+from autoshard.provenance import write_csv
 from autoshard.reshard.convert import to_sharding
 from autoshard.reshard.find import clear_caches, find_reshard, reshard_cost_matrix
 from autoshard.reshard.state import enumerate_states
@@ -75,10 +75,7 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
     rows = [_measure(text, axes, shape) for text, axes, shape in
             (QUICK_CASES if quick else CASES)]
     path = Path(out_dir) / "reshard.csv"
-    with path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        pd.DataFrame(rows).to_csv(handle, index=False)
-    logger.info("wrote %s", path)
+    write_csv(path, pd.DataFrame(rows))
     frame = pd.DataFrame(rows)
     frame["case"] = frame["mesh"] + " " + frame["shape"]
     long = frame.melt(id_vars=["case"], value_vars=["cold_pairs_per_s", "cached_pairs_per_s"],

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autoshard.provenance import header_lines, machine_line
+from autoshard.provenance import machine_line, write_csv
 
 logger = logging.getLogger(__name__)
 
@@ -231,12 +231,8 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
                                 for m, s in zip(frame["mesh"], frame["series"], strict=True)]
     csv_path, png_path = out_dir / "scale.csv", out_dir / "scale.png"
     out_dir.mkdir(parents=True, exist_ok=True)
-    with csv_path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        for mesh, slope in exponents.items():
-            handle.write(f"# wall time vs layers ({BASE_MODEL}-shaped, {mesh}): "
-                         f"layers^{slope}\n")
-        frame.to_csv(handle, index=False)
+    write_csv(csv_path, frame, [f"wall time vs layers ({BASE_MODEL}-shaped, {mesh}): "
+                                f"layers^{slope}" for mesh, slope in exponents.items()])
     _plot(frame, png_path)
     return [csv_path, png_path]
 

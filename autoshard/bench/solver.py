@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autoshard.provenance import header_lines
+from autoshard.provenance import write_csv
 from solver import ChoiceProblem, solve
 
 logger = logging.getLogger(__name__)
@@ -124,9 +124,7 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
     frame = pd.DataFrame(rows)
     csv_path, png_path = out_dir / "solver.csv", out_dir / "solver.png"
     out_dir.mkdir(parents=True, exist_ok=True)
-    with csv_path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        frame.to_csv(handle, index=False)
+    write_csv(csv_path, frame)
     _plot(frame, png_path)
     return [csv_path, png_path]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from autoshard.provenance import header_lines
+from autoshard.provenance import write_csv
 from autoshard.sweep.points import SweepSpec, enumerate_points
 from autoshard.sweep.runner import SWEEP_GAP
 from autoshard.sweep.table import read_rows
@@ -77,10 +77,7 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
     for config in QUICK if quick else FULL:
         rows.extend(_compare(config, jobs=(1,) if quick else (1, 2)))
     path = out_dir / "sweep_bench.csv"
-    with path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        pd.DataFrame(rows).to_csv(handle, index=False)
-    return [path]
+    return [write_csv(path, pd.DataFrame(rows))]
 
 
 def _compare(config: dict, jobs: tuple[int, ...]) -> list[dict]:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from autoshard.provenance import header_lines
+from autoshard.provenance import write_csv
 
 MESHES = ("x=8", "dp=2,tp=4")
 MODES = ("fwd", "grad")
@@ -138,7 +138,4 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
     for case in cases(quick):
         rows.extend(rows_of(case, run_case(case)))
     path = out_dir / ("xla_crosscheck_quick.csv" if quick else "xla_crosscheck.csv")
-    with path.open("w") as handle:
-        handle.write("\n".join(header_lines()) + "\n")
-        pd.DataFrame(rows).to_csv(handle, index=False, float_format="%.6g")
-    return [path]
+    return [write_csv(path, pd.DataFrame(rows), float_format="%.6g")]
