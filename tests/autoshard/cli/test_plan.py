@@ -8,20 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from autoshard.cli import main
-
-
-def run(*args: str):
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
-@pytest.fixture(scope="module")
-def small_model(tmp_path_factory) -> str:
-    """A graph JSON of a 2-layer MLP, to keep CLI tests fast."""
-    from graphs import zoo
-
-    path = tmp_path_factory.mktemp("model") / "mlp.json"
-    zoo.build("mlp", layers=2, batch=8, seq=16, hidden=64, ffn=256).save(path)
-    return str(path)
+from tests.support.cli import run
 
 
 def test_plan_writes_the_three_files_and_refuses_to_overwrite(tmp_path, small_model) -> None:

@@ -5,16 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from autoshard.cli import main
+from tests.support.cli import run
 
 SMALL = ("--model", "llama3-8b", "--layers", "8", "--seq", "128", "--hidden", "256", "--ffn",
          "512", "--heads", "8", "--training")
-
-
-def run(*args: str):
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def test_pipelined_plan_writes_stages_and_prints_the_table(tmp_path) -> None:

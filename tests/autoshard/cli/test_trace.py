@@ -8,24 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from autoshard.cli import main
+from tests.support.cli import run
 from tests.support.trace_format import read_trace
-
-
-def run(*args: str):
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
-@pytest.fixture(scope="module")
-def small_model(tmp_path_factory) -> str:
-    """A graph JSON of a 2-layer MLP, to keep CLI tests fast."""
-    from graphs import zoo
-
-    path = tmp_path_factory.mktemp("model") / "mlp.json"
-    zoo.build("mlp", layers=2, batch=8, seq=16, hidden=64, ffn=256).save(path)
-    return str(path)
 
 
 def plan_args(model: str, out, *extra: str) -> list[str]:

@@ -6,18 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from autoshard.cli import main
 from autoshard.planning.record import Plan
+from tests.support.cli import run
 
 MODEL = ("--model", "gpt2", "--layers", "2", "--batch", "8", "--seq", "64", "--hidden", "128",
          "--heads", "4")
 TRAIN = (*MODEL, "--training", "--mesh", "dp=2,tp=2")
-
-
-def run(*args: str):
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 @pytest.fixture(scope="module")
