@@ -43,7 +43,12 @@ from autoshard.planning.pipeline.layer_costs import LayerCosts, PartCost, layer_
 from autoshard.planning.pipeline.record import pipeline_objective, pipeline_record
 from autoshard.planning.pipeline.schedules import parse_schedule
 from autoshard.planning.pipeline.search import Choice, Setting, choose
-from autoshard.planning.pipeline.stage_memory import binding_stage, frugal_schedule, held_terms
+from autoshard.planning.pipeline.stage_memory import (
+    StageShape,
+    binding_stage,
+    frugal_schedule,
+    held_terms,
+)
 from autoshard.planning.planner import fingerprint, plan, training_step_graph
 from autoshard.planning.record import Plan
 from autoshard.planning.throughput import throughput
@@ -128,12 +133,10 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
 
     def solve(budget: float, stage: Plan | None) -> Plan:
         options_now = dict(plan_options)
-        if (stage is not None or budget != limit) and options_now.get("time_limit") is None:
+        if (stage is not None or budget < limit) and options_now.get("time_limit") is None:
             options_now["time_limit"] = RESOLVE_TIME_LIMIT_S
         if stage is not None:
-            shape = binding_stage(layer_costs(train, stage), layers, p, micro_batches,
-                                  frugal, options.virtual, options.stages)
-            options_now["held_bytes"] = functools.partial(held_terms, shape)
+            options_now["held_bytes"] = functools.partial(held_terms, binding(stage))
             options_now["gap"] = max(options_now.get("gap", OPTIMALITY_GAP), STAGE_GAP)
         intra = plan(train, inner, topology=topo, links=stage_links(full_links, topo, links),
                      memory_limit=budget, reserve=reserve, micro_batches=micro_batches,
@@ -142,6 +145,10 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
             return intra
         return dataclasses.replace(intra, notes=(*intra.notes, STAGE_NOTE))
 
+    def binding(intra: Plan) -> StageShape:
+        return binding_stage(layer_costs(train, intra), layers, p, micro_batches, frugal,
+                             options.virtual, options.stages)
+
     def price(intra: Plan) -> tuple[LayerCosts, Setting, Choice]:
         stage_costs = layer_costs(train, intra)
         costs = _model_costs(stage_costs, layers)
@@ -149,47 +156,56 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
                            limit, reserve)
         return stage_costs, setting, choose(costs, setting, schedule)
 
-    intra, (stage_costs, setting, choice) = fit_memory(solve, price, limit, reserve)
+    intra, (stage_costs, setting, choice) = fit_memory(solve, price, limit, reserve, binding)
     return _pipelined_plan(forward, mesh, topo, full_links, intra, choice, setting,
                            reserve=reserve, stage_costs=stage_costs)
 
 
 def fit_memory(solve: Callable[[float, Plan | None], Plan], price: Callable[[Plan], Any],
-               limit: float, reserve: float) -> tuple[Plan, Any]:
+               limit: float, reserve: float,
+               binding: Callable[[Plan], Any] = lambda plan: None) -> tuple[Plan, Any]:
     """The stage model's plan whose stage cut fits the device, and its price.
 
-    ``solve(budget, None)`` plans the stage model as it is; ``solve(budget, first)`` plans it
-    under what a whole stage holds (:mod:`.stage_memory`, the binding stage read off the
-    first plan's costs) and may carry a time limit. Each raises MemoryTooSmallError with the
-    smallest peak when nothing fits, or solver.NoSolutionError when time ran out first;
+    ``solve(budget, None)`` plans the stage model as it is; ``solve(budget, last)`` plans it
+    under what a whole stage holds (:mod:`.stage_memory`, the stage ``binding(last)`` that
+    holds the most with the last plan's layouts) and may carry a time limit. Each raises
+    MemoryTooSmallError with the smallest peak when nothing fits, or solver.NoSolutionError
+    when time ran out first;
     ``price(plan)`` chooses the cut (raising MemoryTooSmallError when no cut fits).
 
-    The stage model's own optimum first (its cut fits on a roomy device); else the re-solve
+    The stage model's fastest plan first, without a memory limit (the stage model is no
+    device: a stage may hold less than it, or more; only the cut search's count of each
+    stage decides), which fits on a roomy device; else the re-solve
     as a stage under the device's memory, lowered by what the cut search still finds missing
-    (its schedule or cut may hold more than the stage the constraint stood for), up to
+    (its schedule or cut may hold more than the stage the constraint stood for; when another
+    stage binds with the new layouts, that stage's turn starts at the device's memory), up to
     :data:`MEMORY_ATTEMPTS` solves; then the most frugal plans decide, the stage's and then
     the stage model's own (the verdict fit_memory always gave). "No plan fits" is only ever
     a frugal plan's verdict, never a faster plan's nor that of a re-solve that ran out of
     time: a frugal plan that fits keeps fitting with more memory.
     """
-    first = solve(limit, None)  # MemoryTooSmallError here: the stage model alone does not fit
+    first = solve(math.inf, None)  # the fastest plan: no memory rows to price or prove
     try:
         return first, price(first)
     except MemoryTooSmallError:
         pass
-    budget = limit
+    budget, latest = limit, first
     for _ in range(MEMORY_ATTEMPTS):
         try:
-            intra = solve(budget, first)
+            intra = solve(budget, latest)
         except (MemoryTooSmallError, NoSolutionError):
             break
         try:
             return intra, price(intra)
         except MemoryTooSmallError as exc:
-            budget -= exc.needed_bytes - exc.limit_bytes
+            if binding(intra) == binding(latest):
+                budget -= exc.needed_bytes - exc.limit_bytes
+            else:  # another stage binds now (sharded state, more activations): its own turn
+                budget = limit
+            latest = intra
             if budget <= reserve:
                 break
-    return _frugal(solve, price, reserve, first)
+    return _frugal(solve, price, reserve, latest)
 
 
 def _frugal(solve: Callable[[float, Plan | None], Plan], price: Callable[[Plan], Any],

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from autoshard.planning.pipeline.pipelined import PipelineOptions, plan_pipeline
 from autoshard.planning.pins import parse_pins
+from autoshard.planning.pipeline.pipelined import PipelineOptions, plan_pipeline
 from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
 from costmodel import CollectiveKind, collective_seconds

@@ -73,7 +73,7 @@ def test_the_stage_re_solve_fits_without_a_frugal_plan() -> None:
         return 2 * peak
 
     assert fit_memory(solve, price, 60.0, 0.0)[1] == 60.0
-    assert calls == [(60.0, None), (60.0, FAST)]
+    assert calls == [(float("inf"), None), (60.0, FAST)]
 
 
 def test_the_first_solve_failing_is_the_stage_models_own_verdict() -> None:
@@ -83,3 +83,25 @@ def test_the_first_solve_failing_is_the_stage_models_own_verdict() -> None:
     with pytest.raises(MemoryTooSmallError) as caught:
         fit_memory(solve, lambda peak: peak, 30.0, 0.0)
     assert caught.value.needed_bytes == 50.0
+
+
+def test_another_binding_stage_starts_again_at_the_device_memory() -> None:
+    """The fastest plan's fullest stage is the last (replicated head); the plan re-solved for
+    it fills the first stage instead, whose own re-solve gets the whole device again."""
+    calls: list[tuple[float, object]] = []
+    answers = {None: FAST, FAST: 30.0, 30.0: 20.0}
+
+    def solve(budget: float, stage: object) -> float:
+        calls.append((budget, stage))
+        return answers[stage]  # type: ignore[index]
+
+    def price(peak: float) -> float:
+        if peak > 20.0:
+            raise MemoryTooSmallError(needed_bytes=70.0, limit_bytes=60.0, mesh="m")
+        return 60.0
+
+    def binding(peak: float) -> str:
+        return "last" if peak == FAST else "first"
+
+    assert fit_memory(solve, price, 60.0, 0.0, binding)[0] == 20.0
+    assert calls == [(float("inf"), None), (60.0, FAST), (60.0, 30.0)]
