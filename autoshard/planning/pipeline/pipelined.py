@@ -44,10 +44,12 @@ from autoshard.planning.pipeline.record import pipeline_objective, pipeline_reco
 from autoshard.planning.pipeline.schedules import parse_schedule
 from autoshard.planning.pipeline.search import Choice, Setting, choose
 from autoshard.planning.pipeline.stage_memory import (
+    LeanestStage,
     StageShape,
     binding_stage,
     frugal_schedule,
     held_terms,
+    stage_shapes,
 )
 from autoshard.planning.planner import fingerprint, plan, training_step_graph
 from autoshard.planning.record import Plan
@@ -129,25 +131,28 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
     stage = stage_graph(size) if stage_graph is not None and size < layers else forward
     train = training_step_graph(stage, optimizer, recompute)
     full_links = MeshLinks.build(mesh, topo, dict(links or {}))
-    frugal = frugal_schedule(schedule, p, micro_batches)
+    shapes = stage_shapes(size if stage is not forward else layers, layers, p, micro_batches,
+                          frugal_schedule(schedule, p, micro_batches), options.virtual,
+                          options.stages)
+    lean = LeanestStage(shapes)
 
-    def solve(budget: float, stage: Plan | None) -> Plan:
+    def solve(budget: float, shape: StageShape | None) -> Plan:
         options_now = dict(plan_options)
-        if (stage is not None or budget < limit) and options_now.get("time_limit") is None:
+        if (shape is not None or budget < limit) and options_now.get("time_limit") is None:
             options_now["time_limit"] = RESOLVE_TIME_LIMIT_S
-        if stage is not None:
-            options_now["held_bytes"] = functools.partial(held_terms, binding(stage))
+        options_now["held_bytes"] = lean  # adds nothing; finds the stage to constrain first
+        if shape is not None:
+            options_now["held_bytes"] = functools.partial(held_terms, shape)
             options_now["gap"] = max(options_now.get("gap", OPTIMALITY_GAP), STAGE_GAP)
         intra = plan(train, inner, topology=topo, links=stage_links(full_links, topo, links),
                      memory_limit=budget, reserve=reserve, micro_batches=micro_batches,
                      model_name=model_name, **options_now)
-        if stage is None or intra.objective.optimal:
+        if shape is None or intra.objective.optimal:
             return intra
         return dataclasses.replace(intra, notes=(*intra.notes, STAGE_NOTE))
 
     def binding(intra: Plan) -> StageShape:
-        return binding_stage(layer_costs(train, intra), layers, p, micro_batches, frugal,
-                             options.virtual, options.stages)
+        return binding_stage(layer_costs(train, intra), shapes)
 
     def price(intra: Plan) -> tuple[LayerCosts, Setting, Choice]:
         stage_costs = layer_costs(train, intra)
@@ -156,29 +161,32 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
                            limit, reserve)
         return stage_costs, setting, choose(costs, setting, schedule)
 
-    intra, (stage_costs, setting, choice) = fit_memory(solve, price, limit, reserve, binding)
+    intra, (stage_costs, setting, choice) = fit_memory(
+        solve, price, limit, reserve, binding, lambda first: lean.shape or binding(first))
     return _pipelined_plan(forward, mesh, topo, full_links, intra, choice, setting,
                            reserve=reserve, stage_costs=stage_costs)
 
 
-def fit_memory(solve: Callable[[float, Plan | None], Plan], price: Callable[[Plan], Any],
+def fit_memory(solve: Callable[[float, Any], Plan], price: Callable[[Plan], Any],
                limit: float, reserve: float,
-               binding: Callable[[Plan], Any] = lambda plan: None) -> tuple[Plan, Any]:
+               binding: Callable[[Plan], Any] = lambda plan: None,
+               start: Callable[[Plan], Any] | None = None) -> tuple[Plan, Any]:
     """The stage model's plan whose stage cut fits the device, and its price.
 
-    ``solve(budget, None)`` plans the stage model as it is; ``solve(budget, last)`` plans it
-    under what a whole stage holds (:mod:`.stage_memory`, the stage ``binding(last)`` that
-    holds the most with the last plan's layouts) and may carry a time limit. Each raises
-    MemoryTooSmallError with the smallest peak when nothing fits, or solver.NoSolutionError
-    when time ran out first;
-    ``price(plan)`` chooses the cut (raising MemoryTooSmallError when no cut fits).
+    ``solve(budget, None)`` plans the stage model as it is; ``solve(budget, stage)`` plans
+    it under what that stage holds (:mod:`.stage_memory`) and may carry a time limit. Each
+    raises MemoryTooSmallError with the smallest peak when nothing fits, or
+    solver.NoSolutionError when time ran out first; ``price(plan)`` chooses the cut (raising
+    MemoryTooSmallError when no cut fits); ``binding(plan)`` is the stage that holds the
+    most with a plan's layouts, ``start(first)`` the stage to constrain first (default:
+    ``binding``).
 
     The stage model's fastest plan first, without a memory limit (the stage model is no
     device: a stage may hold less than it, or more; only the cut search's count of each
-    stage decides), which fits on a roomy device; else the re-solve
-    as a stage under the device's memory, lowered by what the cut search still finds missing
-    (its schedule or cut may hold more than the stage the constraint stood for; when another
-    stage binds with the new layouts, that stage's turn starts at the device's memory), up to
+    stage decides), which fits on a roomy device; else re-solves as a stage under the
+    device's memory, lowered by what the cut search still finds missing (its schedule or cut
+    may hold more than the stage the constraint stood for; when another stage binds with
+    the new layouts, that stage's turn starts at the device's memory), up to
     :data:`MEMORY_ATTEMPTS` solves; then the most frugal plans decide, the stage's and then
     the stage model's own (the verdict fit_memory always gave). "No plan fits" is only ever
     a frugal plan's verdict, never a faster plan's nor that of a re-solve that ran out of
@@ -189,44 +197,44 @@ def fit_memory(solve: Callable[[float, Plan | None], Plan], price: Callable[[Pla
         return first, price(first)
     except MemoryTooSmallError:
         pass
-    budget, latest = limit, first
+    budget, stage = limit, (start or binding)(first)
     for _ in range(MEMORY_ATTEMPTS):
         try:
-            intra = solve(budget, latest)
+            intra = solve(budget, stage)
         except (MemoryTooSmallError, NoSolutionError):
             break
         try:
             return intra, price(intra)
         except MemoryTooSmallError as exc:
-            if binding(intra) == binding(latest):
+            now = binding(intra)
+            if now == stage:
                 budget -= exc.needed_bytes - exc.limit_bytes
             else:  # another stage binds now (sharded state, more activations): its own turn
-                budget = limit
-            latest = intra
+                stage, budget = now, limit
             if budget <= reserve:
                 break
-    return _frugal(solve, price, reserve, latest)
+    return _frugal(solve, price, reserve, stage)
 
 
-def _frugal(solve: Callable[[float, Plan | None], Plan], price: Callable[[Plan], Any],
-            reserve: float, first: Plan) -> tuple[Plan, Any]:
+def _frugal(solve: Callable[[float, Any], Plan], price: Callable[[Plan], Any],
+            reserve: float, stage: Any) -> tuple[Plan, Any]:
     """The stage's most frugal plan, then the stage model's (budget: its smallest peak):
     the first whose cut fits, else the last one's MemoryTooSmallError (or its time-out)."""
     refusal: MemoryTooSmallError | None = None
-    for stage in (first, None):
+    for constrained in (stage, None):
         try:
-            solve(reserve + 1.0, stage)
+            solve(reserve + 1.0, constrained)
             raise AssertionError("fit_memory: a plan fitted a budget of one byte")
         except MemoryTooSmallError as exc:
             smallest = exc.needed_bytes * (1 + FRUGAL_SLACK)
         except NoSolutionError:
-            if stage is None:
+            if constrained is None:
                 raise
             continue
         try:
-            intra = solve(smallest, stage)
+            intra = solve(smallest, constrained)
         except NoSolutionError:
-            if stage is None:
+            if constrained is None:
                 raise
             continue
         try:

@@ -23,7 +23,7 @@ every interior block, which the memory price (``solver.memory_price``) needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,51 +66,83 @@ def held_terms(shape: StageShape, graph: OpGraph, ops: Sequence[Op],
                out_bytes: Sequence[tuple[np.ndarray, ...]]) -> list[tuple[int, np.ndarray]]:
     """``(node, bytes per option)`` the constraint adds for ``shape`` (the planner's
     ``held_bytes`` hook: ``ops`` in node order, ``out_bytes`` per node and output)."""
+    return list(_terms(shape, graph, ops, out_bytes, 0.0))
+
+
+def stage_floor(shape: StageShape, graph: OpGraph, ops: Sequence[Op],
+                out_bytes: Sequence[tuple[np.ndarray, ...]]) -> float:
+    """The state and in-flight activations of ``shape``'s stage with every op at its leanest
+    layout: a lower bound of what the stage holds whatever the plan."""
+    return sum(float(vector.min()) for _, vector in _terms(shape, graph, ops, out_bytes, 1.0))
+
+
+def _terms(shape: StageShape, graph: OpGraph, ops: Sequence[Op],
+           out_bytes: Sequence[tuple[np.ndarray, ...]], own: float
+           ) -> Iterator[tuple[int, np.ndarray]]:
+    """Per node, its state and saved outputs' bytes times the stage's extra copies plus
+    ``own`` (0: what the stage adds to the stage model; 1: the stage's whole)."""
     ordered = list(ops)
     part = parts_of(ordered)
     kinds = output_kinds(graph, ordered)
-    out = []
     for node, op in enumerate(ordered):
         state, saved = shape.copies(part[op.name])
         total = None
         for kind, vector in zip(kinds[op.name], out_bytes[node], strict=True):
-            factor = state if kind == STATIC else saved if kind == SAVED else 0.0
+            factor = own + (state if kind == STATIC else saved if kind == SAVED else -own)
             if factor:
                 total = factor * vector if total is None else total + factor * vector
         if total is not None:
-            out.append((node, total))
-    return out
+            yield node, total
 
 
-def binding_stage(costs: LayerCosts, model_layers: int, stages: int, micro_batches: int,
-                  schedule: Schedule, virtual: int, counts: Sequence[int] | None = None
-                  ) -> StageShape:
-    """The stage of the cut (``counts`` layers per chunk; the even cut of ``model_layers``
-    when not given or not one count per chunk) that holds the most (state plus in-flight
-    activations) under ``schedule``, as a :class:`StageShape` for the stage model whose
-    per-part costs are ``costs``."""
+def stage_shapes(size: int, model_layers: int, stages: int, micro_batches: int,
+                 schedule: Schedule, virtual: int, counts: Sequence[int] | None = None
+                 ) -> tuple[StageShape, ...]:
+    """Every stage of the cut (``counts`` layers per chunk; the even cut of ``model_layers``
+    when not given or not one count per chunk) under ``schedule``, for a stage model of
+    ``size`` layers."""
     v = virtual if schedule is Schedule.INTERLEAVED else 1
-    chunks, size = stages * v, len(costs.layers)
+    chunks = stages * v
     held = in_flight(schedule, stages, micro_batches, v)
+    if counts is None or len(counts) != chunks:
+        counts = _even(model_layers, chunks)
+    return tuple(StageShape(size=size, layers=sum(counts[c] for c in range(s, chunks, stages)),
+                            in_flight=held[s] / v, embedding=s == 0,
+                            head=s == (chunks - 1) % stages) for s in range(stages))
+
+
+def binding_stage(costs: LayerCosts, shapes: Sequence[StageShape]) -> StageShape:
+    """The stage that holds the most (state plus in-flight activations) with the layouts
+    whose per-part costs are ``costs``."""
     layer = costs.layers[0]
     for part in costs.layers[1:]:
         layer = layer + part
-    layer = layer.scaled(1.0 / size)
-    if counts is None or len(counts) != chunks:
-        counts = _even(model_layers, chunks)
-    best: tuple[float, StageShape] | None = None
-    for s in range(stages):
-        k = held[s] / v
-        shape = StageShape(size=size, layers=sum(counts[c] for c in range(s, chunks, stages)),
-                           in_flight=k, embedding=s == 0, head=s == (chunks - 1) % stages)
+    layer = layer.scaled(1.0 / len(costs.layers))
+
+    def need(shape: StageShape) -> float:
         parts = [layer.scaled(shape.layers)]
         parts += [costs.pre] if shape.embedding else []
         parts += [costs.post] if shape.head else []
-        need = sum(p.static_bytes + k * p.activation_bytes for p in parts)
-        if best is None or need > best[0]:
-            best = (need, shape)
-    assert best is not None
-    return best[1]
+        return sum(p.static_bytes + shape.in_flight * p.activation_bytes for p in parts)
+
+    return max(shapes, key=need)  # the first of equals
+
+
+class LeanestStage:
+    """A ``held_bytes`` hook that adds nothing and notes, in ``shape``, the stage that holds
+    the most even with every op at its leanest layout (:func:`stage_floor`). The fastest
+    plan's own fullest stage can mislead: with its state replicated the head's stage looks
+    fullest, once the state is sharded the first stage's activations in flight are.
+    Stateful on purpose: the planner hands the per-option bytes only to its hook."""
+
+    def __init__(self, shapes: Sequence[StageShape]):
+        self.shapes = tuple(shapes)
+        self.shape: StageShape | None = None
+
+    def __call__(self, graph: OpGraph, ops: Sequence[Op],
+                 out_bytes: Sequence[tuple[np.ndarray, ...]]) -> list[tuple[int, np.ndarray]]:
+        self.shape = max(self.shapes, key=lambda s: stage_floor(s, graph, ops, out_bytes))
+        return []
 
 
 def _even(layers: int, chunks: int) -> list[int]:

@@ -41,7 +41,7 @@ def _fit(limit: float, *, time_outs: bool) -> float | None:
         return need
 
     try:
-        return fit_memory(solve, price, limit, 0.0)[1]
+        return fit_memory(solve, price, limit, 0.0, lambda plan: "stage")[1]
     except MemoryTooSmallError as exc:
         assert exc.needed_bytes == pytest.approx(2 * SMALLEST)  # the frugal plan's verdict
         return None
@@ -72,8 +72,8 @@ def test_the_stage_re_solve_fits_without_a_frugal_plan() -> None:
             raise MemoryTooSmallError(needed_bytes=2 * peak, limit_bytes=60.0, mesh="m")
         return 2 * peak
 
-    assert fit_memory(solve, price, 60.0, 0.0)[1] == 60.0
-    assert calls == [(float("inf"), None), (60.0, FAST)]
+    assert fit_memory(solve, price, 60.0, 0.0, lambda plan: "stage")[1] == 60.0
+    assert calls == [(float("inf"), None), (60.0, "stage")]
 
 
 def test_the_first_solve_failing_is_the_stage_models_own_verdict() -> None:
@@ -89,7 +89,7 @@ def test_another_binding_stage_starts_again_at_the_device_memory() -> None:
     """The fastest plan's fullest stage is the last (replicated head); the plan re-solved for
     it fills the first stage instead, whose own re-solve gets the whole device again."""
     calls: list[tuple[float, object]] = []
-    answers = {None: FAST, FAST: 30.0, 30.0: 20.0}
+    answers = {None: FAST, "last": 30.0, "first": 20.0}
 
     def solve(budget: float, stage: object) -> float:
         calls.append((budget, stage))
@@ -104,4 +104,7 @@ def test_another_binding_stage_starts_again_at_the_device_memory() -> None:
         return "last" if peak == FAST else "first"
 
     assert fit_memory(solve, price, 60.0, 0.0, binding)[0] == 20.0
-    assert calls == [(float("inf"), None), (60.0, FAST), (60.0, 30.0)]
+    assert calls == [(float("inf"), None), (60.0, "last"), (60.0, "first")]
+    calls.clear()  # told where to start, the first re-solve is the right one
+    assert fit_memory(solve, price, 60.0, 0.0, binding, lambda first: "first")[0] == 20.0
+    assert calls == [(float("inf"), None), (60.0, "first")]

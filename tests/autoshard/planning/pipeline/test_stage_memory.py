@@ -20,7 +20,14 @@ import pytest
 
 from autoshard.planning.pipeline.layer_costs import LayerCosts, layer_costs
 from autoshard.planning.pipeline.schedules import Schedule
-from autoshard.planning.pipeline.stage_memory import StageShape, binding_stage, held_terms
+from autoshard.planning.pipeline.stage_memory import (
+    LeanestStage,
+    StageShape,
+    binding_stage,
+    held_terms,
+    stage_floor,
+    stage_shapes,
+)
 from autoshard.planning.planner import plan, training_step_graph
 from autoshard.planning.record import Plan
 from autoshard.sharding.mesh import Mesh
@@ -67,10 +74,36 @@ def test_the_constraint_is_the_stages_bytes(stage_model, shape: StageShape) -> N
 def test_the_binding_stage_of_1f1b_is_the_first_or_the_last(stage_model) -> None:
     train, _, free = stage_model
     costs = layer_costs(train, free)
-    found = binding_stage(costs, 16, 4, M, Schedule.ONE_F_ONE_B, 2)
+    found = binding_stage(costs, stage_shapes(4, 16, 4, M, Schedule.ONE_F_ONE_B, 2))
     assert found.size == 4 and found.layers == 4
     first = StageShape(size=4, layers=4, in_flight=4.0, embedding=True, head=False)
     last = StageShape(size=4, layers=4, in_flight=1.0, embedding=False, head=True)
     assert found in (first, last)
-    interleaved = binding_stage(costs, 16, 2, M, Schedule.INTERLEAVED, 2)
-    assert interleaved.layers == 8  # two chunks of four layers
+    interleaved = stage_shapes(4, 16, 2, M, Schedule.INTERLEAVED, 2)
+    assert [s.layers for s in interleaved] == [8, 8]  # two chunks of four layers each
+
+
+def test_the_leanest_floor_is_below_what_a_plan_holds(stage_model) -> None:
+    """Each stage's floor (every op at its leanest layout, from the per-option bytes) is at
+    most that stage's state and in-flight activations under the fastest plan (summed from
+    its records), and the hook that records the fullest floor leaves the plan unchanged."""
+    train, mesh, free = stage_model
+    shapes = stage_shapes(4, 16, 4, M, Schedule.ONE_F_ONE_B, 2)
+    floors: dict[StageShape, float] = {}
+
+    def record(graph, ops, out_bytes):
+        floors.update({s: stage_floor(s, graph, ops, out_bytes) for s in shapes})
+        return []
+
+    lean = LeanestStage(shapes)
+    again = plan(train, mesh, micro_batches=M, held_bytes=lean)
+    plan(train, mesh, micro_batches=M, held_bytes=record)
+    assert again.objective.total_s == free.objective.total_s
+    costs = layer_costs(train, free)
+    for shape in shapes:
+        parts = [layer.scaled(shape.layers / shape.size) for layer in costs.layers]
+        parts += [costs.pre] if shape.embedding else []
+        parts += [costs.post] if shape.head else []
+        held = sum(p.static_bytes + shape.in_flight * p.activation_bytes for p in parts)
+        assert 0 < floors[shape] <= held * (1 + 1e-12)
+    assert lean.shape == max(shapes, key=floors.__getitem__)
