@@ -71,7 +71,8 @@ RESOLVE_TIME_LIMIT_S = 60.0  # per re-solve unless --time-limit is given (never 
 # (llama3-70b on dp=4,pp=4,tp=4: a 1.6 % gap after the price search, 1.57 % after 60 s more).
 STAGE_GAP = 2e-2
 STAGE_NOTE = ("search restricted: the stage model re-planned under a whole stage's memory "
-              f"stops within {STAGE_GAP:.0%} of its proven lower bound")
+              f"is solved to a {STAGE_GAP:.0%} gap to its proven lower bound, or until its "
+              "time limit")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
