@@ -68,13 +68,17 @@ class MemoryModel:
 
     ``steps`` is the number of schedule steps (non-source ops, in topological order);
     ``saved`` lists the forward tensors that backward ops read (Korthikanti's "activations
-    saved for backward"), with their producer node and byte vector.
+    saved for backward"), with their producer node and byte vector. ``held``: bytes the
+    memory *constraint* adds at every step (``bytes[choice of node]``, any sign), not part of
+    the profile: a stage model standing in for a pipeline stage adds the copies of its layers'
+    state and saved activations the real stage holds besides (:mod:`.pipeline.stage_memory`).
     """
 
     terms: tuple[Term, ...]
     steps: int
     step_ops: tuple[str, ...]
     saved: tuple[tuple[int, np.ndarray], ...]
+    held: tuple[tuple[int, np.ndarray], ...] = ()
 
     def profile(self, choices: Sequence[int]) -> np.ndarray:
         """Bytes per device at each step for the given choices."""
@@ -88,6 +92,10 @@ class MemoryModel:
     def peak(self, choices: Sequence[int]) -> float:
         profile = self.profile(choices)
         return float(profile.max()) if profile.size else 0.0
+
+    def constrained_peak(self, choices: Sequence[int]) -> float:
+        """What the constraint (:meth:`rows`) sees: the peak plus the ``held`` bytes."""
+        return self.peak(choices) + float(sum(v[choices[n]] for n, v in self.held))
 
     def breakdown(self, choices: Sequence[int]) -> dict[str, float]:
         """Bytes per category at the peak step, plus ``peak_step`` (the op at the peak) and
@@ -109,17 +117,22 @@ class MemoryModel:
         return self.step_ops[int(np.argmax(profile))] if profile.size else ""
 
     def rows(self, limit: float) -> tuple[tuple[tuple[int, np.ndarray], ...], ...]:
-        """One liveness row per step that could exceed ``limit`` under some choice."""
+        """One liveness row per step that could exceed ``limit`` under some choice, each
+        with the ``held`` bytes added."""
         most = np.zeros(self.steps + 1)
         for term in self.terms:
             top = float(term.vector.max())
             most[term.start] += top
             most[term.stop + 1] -= top
-        worst = np.cumsum(most)[: self.steps]
+        worst = np.cumsum(most)[: self.steps] + sum(float(v.max()) for _, v in self.held)
         keep = [t for t in range(self.steps) if worst[t] > limit]
         if not keep:
             return ()
         rows: dict[int, dict[int, np.ndarray]] = {t: {} for t in keep}
+        for t in keep:
+            for node, vector in self.held:
+                current = rows[t].get(node)
+                rows[t][node] = vector if current is None else current + vector
         kept = np.zeros(self.steps + 1, dtype=bool)
         kept[keep] = True
         for term in self.terms:

@@ -92,6 +92,13 @@ class PlanOptions:
     op_pins: Mapping[str, str] | None = None
     step: StepOptions = field(default_factory=StepOptions)
     share_reshards: bool = False
+    held_bytes: HeldBytes | None = None
+
+
+HeldBytes = Callable[[OpGraph, Sequence[Op], Sequence[tuple[np.ndarray, ...]]],
+                     Sequence[tuple[int, np.ndarray]]]
+"""``held(graph, ops, out_bytes)``: ``(node, bytes per option)`` terms the memory constraint
+adds at every step, from each node's per-output local bytes (see ``plan``'s ``held_bytes``)."""
 
 
 def plan(
@@ -118,6 +125,7 @@ def plan(
     exclude: Callable[[Op, Strategy], bool] | None = None,
     expert_axes: Sequence[str] | None = None,
     share_reshards: bool = False,
+    held_bytes: HeldBytes | None = None,
 ) -> Plan:
     """Plan the sharding of every tensor of ``graph`` on ``mesh``.
 
@@ -165,6 +173,10 @@ def plan(
             default for now: one reshard per consumer edge over-estimates a shared reshard
             but proves deep models far faster (llama3-8b on dp=8,tp=8: 10 s proven against
             327 s at a 0.6 % gap, measured on a loaded machine).
+        held_bytes: bytes, linear in the choices, that the memory constraint adds at every
+            step on top of the plan's own profile (the reported peak stays the profile's):
+            how a pipeline's stage model is made to fit what a whole stage holds
+            (:mod:`autoshard.planning.pipeline.stage_memory`).
 
     Returns:
         The :class:`~autoshard.plan.Plan`.
@@ -188,7 +200,7 @@ def plan(
                           allow_uneven=allow_uneven, backend=backend, model_name=model_name,
                           progress=progress, gap=float(gap), exclude=exclude,
                           pins=pin_set(strategy, pins, mesh),
-                          share_reshards=share_reshards,
+                          share_reshards=share_reshards, held_bytes=held_bytes,
                           step=StepOptions(micro_batches=micro_batches,
                                            overlap=_overlap(overlap)))
     planner = _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
@@ -322,6 +334,9 @@ class _Planner:
             self.graph, self.ops, [n.memory for n in nodes], [n.in_bytes for n in nodes],
             [n.out_bytes for n in nodes],
             deferred_gradients=pins is not None and pins.gradient_sync == "deferred")
+        if self.options.held_bytes is not None:
+            self.memory = dataclasses.replace(self.memory, held=tuple(self.options.held_bytes(
+                self.graph, self.ops, [n.out_bytes for n in nodes])))
         self.costs = self._restrict(nodes, [*edges, *loops])
         self.timings["cost_s"] = time.perf_counter() - t1
         self.blocks = repeated_blocks(
@@ -386,7 +401,7 @@ class _Planner:
 
         free, self.problem = self.pricing.solve(lambda p: p, lambda p: solver.solve(
             p, time_limit=remaining(), backend=options.backend, gap=options.gap))
-        if self.memory.peak(free.choices) <= budget:
+        if self.memory.constrained_peak(free.choices) <= budget:
             return free
 
         def constrained(p: solver.ChoiceProblem) -> solver.ChoiceProblem:
@@ -405,7 +420,7 @@ class _Planner:
             problem = constrained(self.pricing.problem())
             if self.masks:  # blame the pins only when some plan fits without them
                 unpinned = self.restriction.unpinned_infeasible(
-                    problem, options.backend, options.gap, self.memory.peak)
+                    problem, options.backend, options.gap, self.memory.constrained_peak)
                 if unpinned is None:
                     raise self.restriction.memory_error(float(exc.min_peak) + options.reserve,
                                                         float(limit)) from None

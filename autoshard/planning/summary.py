@@ -135,6 +135,16 @@ def _param_placements(plan: Plan) -> list[str]:
     return lines
 
 
+def _boundary(pipeline: Any) -> str:
+    """The reshards a stage boundary pays besides the transfer (plans written before they
+    were priced have none)."""
+    found = pipeline.get("boundary_reshard")
+    if not found:
+        return ""
+    return (f", boundary reshard {format_seconds(found['forward_s'])} fwd + "
+            f"{format_seconds(found['backward_s'])} bwd")
+
+
 def _pipeline_lines(pipeline: Any) -> list[str]:
     """The schedule and one row per stage: layers, devices, memory, busy time, tail, end."""
     if not pipeline:
@@ -144,7 +154,7 @@ def _pipeline_lines(pipeline: Any) -> list[str]:
     lines = [f"pipeline   {pipeline['schedule']} ({pipeline['torch_schedule']}), "
              f"{pipeline['stages']} stages{chunks}, {pipeline['micro_batches']} micro-batches, "
              f"bubble {pipeline['bubble_fraction']:.1%}, p2p "
-             f"{format_seconds(pipeline['p2p_send_s'])} per transfer",
+             f"{format_seconds(pipeline['p2p_send_s'])} per transfer{_boundary(pipeline)}",
              "  " + "  ".join(f"{k}={v}" for k, v in pipeline.get("pp_link", {}).items()),
              f"  {'stage':>5}  {'layers':<18} {'devices':<12} {'memory':>10} {'busy':>11} "
              f"{'sync+opt':>11} {'ends':>11}"]

@@ -99,6 +99,31 @@ def test_memory_that_forces_the_expensive_option_is_priced_to_a_proof() -> None:
 
 
 
+def _duality_gap_problem() -> ChoiceProblem:
+    # each layer: option 0 costs 0 and holds 3 bytes, option 1 costs 1 and holds 1; a limit
+    # of 9 lets two layers keep option 0 (3·2 + 1·2 = 8; three need 10): the optimum is 2 (by
+    # hand), and no price proves it (at 1/2 per byte: 4·1.5 − 4.5 = 1.5, the best bound).
+    layers = 4
+    costs = [np.array([0.0, 1.0])] * layers
+    edges = [(k, k + 1, np.zeros((2, 2))) for k in range(layers - 1)]
+    rows = [tuple((k, np.array([3.0, 1.0])) for k in range(layers))]
+    return ChoiceProblem(node_costs=costs, edges=edges, liveness=rows, memory_limit=9.0,
+                         blocks=tuple((k,) for k in range(layers)))
+
+
+def test_a_priced_plan_within_the_callers_gap_is_kept_without_the_tied_search() -> None:
+    problem = _duality_gap_problem()
+    _, best = exhaustive(problem)
+    assert best == pytest.approx(2.0)
+    loose = solve(problem, gap=0.3)  # the priced plan's gap is (2 − 1.5) / 2 = 25 %
+    assert loose.stats.backend == "priced"
+    assert loose.bound <= best + 1e-9 and loose.objective == pytest.approx(best)
+    assert loose.gap <= 0.3 and not loose.optimal
+    tight = solve(problem)  # the default gap: the tied search still runs and proves it
+    assert tight.stats.backend != "priced"
+    assert tight.objective == pytest.approx(best) and tight.bound <= best + 1e-9
+
+
 def test_price_cut_from_the_free_optimum_when_the_first_price_already_fits() -> None:
     """Eight identical layers, each either cheap (cost 100, 10 bytes) or frugal (100.1,
     1 byte), under a limit that holds four cheap layers: the optimum is any four cheap

@@ -67,13 +67,19 @@ def _fields(cost: PartCost) -> tuple[float, ...]:
 @dataclass(frozen=True, slots=True)
 class LayerCosts:
     """The parts of a model as an intra-stage plan prices them: ``pre`` (embedding), one
-    :class:`PartCost` per layer, ``post`` (head and loss), and ``boundary_bytes``, the local
-    bytes of one micro-batch's activation from one layer to the next."""
+    :class:`PartCost` per layer, ``post`` (head and loss), ``boundary_bytes``, the local
+    bytes of one micro-batch's activation from one layer to the next, and the reshards of
+    one layer boundary (the mean over the stage model's; not in ``layers``): a
+    boundary between two pipeline stages pays them like any other (the activation leaving
+    stage ``i`` in its last layer's layout, read in stage ``i + 1``'s first op's; the
+    gradient back), besides the point-to-point transfer."""
 
     pre: PartCost
     layers: tuple[PartCost, ...]
     post: PartCost
     boundary_bytes: float
+    into: PartCost = PartCost()  # a layer boundary's reshards at its later layer
+    out_of: PartCost = PartCost()  # ... and at its earlier layer (the gradient back)
 
 
 def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
@@ -89,25 +95,60 @@ def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
         sums[part_of[op.name]][phase[op.name]] += per_run * (record.count / m
                                                              if phase[op.name] != "tail"
                                                              else record.count)
+    readers = _layer_readers(graph, ops, part_of)
     for reshard in plan.reshards:
         consumer = reshard.consumer if reshard.consumer in part_of else reshard.producer
         if consumer not in part_of:
             continue
         where = phase[consumer] if reshard.count > 1 or phase[consumer] == "tail" else "tail"
         scale = reshard.count / m if where != "tail" else reshard.count
-        sums[part_of[consumer]][where] += scale * exposed_seconds(reshard, plan.ops)
+        part = _charged_to(reshard.producer, consumer, reshard.tensor, part_of, readers)
+        sums[part][where] += scale * exposed_seconds(reshard, plan.ops)
     for part, static, saved in _bytes(graph, ops, plan, part_of, phase):
         sums[part]["static"] += static
         sums[part]["saved"] += saved
     for part, nbytes in _weight_inputs(graph, ops, plan, part_of, phase):
         sums[part]["residual"] += nbytes
     layers = sorted(k for k in sums if k >= 0)
+    edges = max(len(layers) - 1, 1)  # the stage model's layer boundaries
     return LayerCosts(pre=_cost(sums[PRE]), layers=tuple(_cost(sums[k]) for k in layers),
                       post=_cost(sums[POST]), boundary_bytes=_boundary(graph, ops, plan,
-                                                                        part_of))
+                                                                        part_of),
+                      into=_cost(sums[INTO]).scaled(1.0 / edges),
+                      out_of=_cost(sums[OUT_OF]).scaled(1.0 / edges))
 
 
 PRE, POST = -1, -2
+INTO, OUT_OF = -3, -4  # reshards at the later / the earlier layer of a layer boundary
+
+
+def _charged_to(producer: str, consumer: str, tensor: str, part_of: dict[str, int],
+                readers: dict[str, set[int]]) -> int:
+    """Where a reshard of ``tensor`` from ``producer`` to ``consumer`` is charged: a layer
+    boundary (tensors of one layer read by another: the activation and its saved copy at the
+    later layer, :data:`INTO`; the gradient coming back at the earlier one, :data:`OUT_OF`);
+    the embedding or the head when it reads or writes a tensor of a single layer (the model's
+    first or last: it happens once, not per layer); else the consumer's part."""
+    made, read = part_of.get(producer, part_of[consumer]), part_of[consumer]
+    if made >= 0 and read >= 0 and made != read:
+        return INTO if read > made else OUT_OF
+    if made < 0 <= read and len(readers.get(tensor, ())) == 1:
+        return made
+    return read
+
+
+def _layer_readers(graph: OpGraph, ops: list[Op], part_of: dict[str, int]
+                   ) -> dict[str, set[int]]:
+    """Per tensor made outside every layer, the layers that read it (rope tables: all;
+    the embedding's output: the first)."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for op in ops:
+        if part_of[op.name] >= 0:
+            continue
+        for name in op.outputs:
+            out[name] = {part_of[c.name] for c in graph.consumers(name)
+                         if part_of.get(c.name, -1) >= 0}
+    return out
 
 
 def _parts(ops: list[Op]) -> dict[str, int]:
@@ -164,15 +205,44 @@ def _local_bytes(plan: Plan, graph: OpGraph, op: Op) -> Iterable[tuple[str, floa
 
 def _bytes(graph: OpGraph, ops: list[Op], plan: Plan, part_of: dict[str, int],
            phase: dict[str, str]) -> Iterable[tuple[int, float, float]]:
-    consumers = _consumers(ops)
+    kinds = output_kinds(graph, ops, phase)
     for op in ops:
-        for name, nbytes in _local_bytes(plan, graph, op):
-            role = graph.tensors[name].role
-            if role in STATIC_ROLES:
+        for kind, (_, nbytes) in zip(kinds[op.name], _local_bytes(plan, graph, op),
+                                     strict=True):
+            if kind == STATIC:
                 yield part_of[op.name], nbytes, 0.0
+            elif kind == SAVED:
+                yield part_of[op.name], 0.0, nbytes
+
+
+STATIC, SAVED = "static", "saved"
+
+
+def output_kinds(graph: OpGraph, ops: list[Op], phase: dict[str, str] | None = None
+                 ) -> dict[str, tuple[str | None, ...]]:
+    """Per op, per output: :data:`STATIC` (a parameter, its gradient or optimizer state:
+    resident all step), :data:`SAVED` (a forward output a backward op reads: held per
+    micro-batch in flight) or None (neither)."""
+    phase = phase or {op.name: _phase(graph, op) for op in ops}
+    consumers = _consumers(ops)
+    out: dict[str, tuple[str | None, ...]] = {}
+    for op in ops:
+        kinds: list[str | None] = []
+        for name in op.outputs:
+            if graph.tensors[name].role in STATIC_ROLES:
+                kinds.append(STATIC)
             elif phase[op.name] == "forward" and any(
                     phase[c] in ("backward", "weight") for c in consumers.get(name, ())):
-                yield part_of[op.name], 0.0, nbytes
+                kinds.append(SAVED)
+            else:
+                kinds.append(None)
+        out[op.name] = tuple(kinds)
+    return out
+
+
+def parts_of(ops: list[Op]) -> dict[str, int]:
+    """Per op, its layer index, :data:`PRE` (embedding) or :data:`POST` (head and loss)."""
+    return _parts(ops)
 
 
 def _weight_inputs(graph: OpGraph, ops: list[Op], plan: Plan, part_of: dict[str, int],

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from autoshard.planning.pipeline.layer_costs import LayerCosts
 from autoshard.planning.pipeline.search import Choice, Setting
 from autoshard.planning.pipeline.simulate import peak_deferred
 from autoshard.planning.record import Objective, Plan
@@ -19,6 +20,9 @@ NOTES = (
     "point-to-point transfers on the pp link and per-stage gradient sync and optimizer "
     "tails); compute_s, comm_s and hidden_s are one average stage's share of the intra-stage "
     "plan's; lower_bound_s is the busiest stage's work (no bubble)",
+    "pipelined: a stage boundary pays the reshards of a layer boundary of the stage model "
+    "(boundary_reshard, per micro-batch: the activation and its saved copy re-laid out on the "
+    "receiving stage, the gradient on the sending one) besides the point-to-point transfer",
 )
 
 
@@ -29,14 +33,18 @@ def stage_devices(mesh: Mesh, stage: int) -> list[int]:
 
 
 def pipeline_record(mesh: Mesh, choice: Choice, setting: Setting, intra: Plan,
-                    stage_layers: int) -> dict[str, Any]:
+                    stage_layers: int, costs: LayerCosts) -> dict[str, Any]:
     p, v = setting.stages, choice.chunks_per_stage
     timeline = choice.timeline
     starts, counts = choice.cut.starts, choice.cut.layers
+    into, out_of = costs.into.compute_s, costs.out_of.compute_s
     stages = []
     for s in range(p):
         chunks = [k for k in range(len(counts)) if k % p == s]
         part = choice.stage_parts[s]
+        # the reshards of the stage boundaries this stage's chunks have, per micro-batch
+        boundary = sum((into if k > 0 else 0.0) + (out_of if k < len(counts) - 1 else 0.0)
+                       for k in chunks)
         stages.append({
             "stage": s,
             "layers": [[starts[k], starts[k] + counts[k]] for k in chunks],
@@ -48,6 +56,7 @@ def pipeline_record(mesh: Mesh, choice: Choice, setting: Setting, intra: Plan,
             "in_flight": timeline.peak_in_flight[s],
             "deferred_w": peak_deferred(timeline.spans[s]),
             "forward_s": part.forward_s, "backward_s": part.backward_s + part.weight_s,
+            "boundary_reshard_s": boundary,
             "busy_s": timeline.busy_s[s], "tail_s": part.tail_s,
             "finish_s": timeline.finish_s[s] + part.tail_s,
         })
@@ -55,6 +64,10 @@ def pipeline_record(mesh: Mesh, choice: Choice, setting: Setting, intra: Plan,
             "micro_batches": setting.micro_batches, "stages": p, "chunks_per_stage": v,
             "layers_per_chunk": list(counts), "step_s": timeline.step_s,
             "bubble_fraction": timeline.bubble_fraction, "p2p_send_s": setting.send_s,
+            "boundary_reshard": {"forward_s": costs.into.forward_s,
+                                 "backward_s": costs.into.backward_s + costs.into.weight_s
+                                 + costs.out_of.compute_s,
+                                 "receiver_s": into, "sender_s": out_of},
             "chunk_costs": [[c.forward_s, c.backward_s, c.weight_s]
                             for c in choice.cut.chunks],
             "stage_model_layers": stage_layers, "intra_stage_total_s":
