@@ -1,9 +1,11 @@
 """``autoshard bench sweep``: what a sweep saves over planning each point on its own.
 
 The same points are planned twice, each way as a fresh process as a user would run them:
-one ``autoshard plan --out`` per point (every run pays the interpreter, the imports, the
-graph build and cold strategy/cost caches), then one ``autoshard sweep`` over all of them
-(one import, the graph built once per worker, caches warm from one mesh to the next). Rows
+one ``autoshard sweep`` over all of them (one import, the graph built once per worker, caches
+warm from one mesh to the next), then one ``autoshard plan --out`` per point of that sweep's
+table (every run pays the interpreter, the imports, the graph build and cold strategy/cost
+caches; a training sweep's pipelined points with the global batch and micro-batch it gave
+them). Rows
 give wall seconds per method and the ratio; ``same_objectives`` checks that both ways found
 plans of the same cost point by point (both ways stop at the sweep's gap).
 """
@@ -21,7 +23,6 @@ from pathlib import Path
 import pandas as pd
 
 from autoshard.provenance import write_csv
-from autoshard.sweep.points import SweepSpec, enumerate_points
 from autoshard.sweep.runner import SWEEP_GAP
 from autoshard.sweep.table import read_rows
 
@@ -47,28 +48,31 @@ def _timed(args: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def _independent(config: dict, work: Path) -> tuple[float, dict[str, float]]:
-    low, _, high = config["axes"].partition("-")
-    spec = SweepSpec(model=config["model"], min_axes=int(low), max_axes=int(high or low),
-                     devices=tuple(int(d) for d in config["devices"].split(",")))
+def _independent(config: dict, work: Path, rows: list[dict[str, str]]
+                 ) -> tuple[float, dict[str, float]]:
+    """One ``autoshard plan`` per point of the sweep (``rows``: its table), pipelined points
+    with the same global batch and micro-batch as the sweep gave them."""
     seconds, objectives = 0.0, {}
-    for point in enumerate_points(spec):
-        out = work / "plans" / point.mesh_text.replace(",", "_").replace("=", "")
-        seconds += _timed(["plan", "--model", config["model"], "--mesh", point.mesh_text,
-                           *config["shape"], "--gap", repr(SWEEP_GAP), "--out", str(out),
-                           "--force", "--quiet"])
+    for row in rows:
+        out = work / "plans" / row["point"]
+        pipelined = ["--global-batch", row["batch"], "--micro-batch", row["micro_batch"]] \
+            if row.get("micro_batch") else []
+        seconds += _timed(["plan", "--model", config["model"], "--mesh", row["mesh"],
+                           *config["shape"], *pipelined, "--gap", repr(SWEEP_GAP),
+                           "--out", str(out), "--force", "--quiet"])
         objective = json.loads((out / "plan.json").read_text())["objective"]["total_s"]
-        objectives[point.mesh_text] = objective
+        objectives[row["mesh"]] = objective
     return seconds, objectives
 
 
-def _swept(config: dict, work: Path, jobs: int) -> tuple[float, dict[str, float]]:
+def _swept(config: dict, work: Path, jobs: int
+           ) -> tuple[float, dict[str, float], list[dict[str, str]]]:
     out = work / f"sweep-j{jobs}"
     seconds = _timed(["sweep", "--model", config["model"], "--devices", config["devices"],
                       "--axes", config["axes"], *config["shape"], "--plans", "none",
                       "-j", str(jobs), "--out", str(out), "--force", "--no-progress"])
-    rows = read_rows(out / "sweep.csv").values()
-    return seconds, {row["mesh"]: float(row["total_s"]) for row in rows}
+    rows = sorted(read_rows(out / "sweep.csv").values(), key=lambda row: row["point"])
+    return seconds, {row["mesh"]: float(row["total_s"]) for row in rows}, rows
 
 
 def run(out_dir: Path, quick: bool = False) -> list[Path]:
@@ -83,9 +87,11 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
 def _compare(config: dict, jobs: tuple[int, ...]) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        alone_s, alone = _independent(config, work)
+        swept = [(j, *_swept(config, work, j)) for j in jobs]
+        alone_s, alone = _independent(config, work, swept[0][3])  # the sweep's own points
         methods = [("independent autoshard plan runs", alone_s, alone)]
-        methods += [(f"autoshard sweep -j {j}", *_swept(config, work, j)) for j in jobs]
+        methods += [(f"autoshard sweep -j {j}", seconds, found)
+                    for j, seconds, found, _ in swept]
     return [{"model": config["model"], "devices": config["devices"], "axes": config["axes"],
              "shape": " ".join(config["shape"]) or "default", "method": method,
              "points": len(found), "seconds": round(seconds, 3),
