@@ -32,45 +32,62 @@ import numpy as np
 from solver.compact import Work
 
 MARGIN = 1e-13  # per summed term, relative to the largest |price| involved (module docstring)
-CHUNK_ENTRIES = 2_000_000  # b × a × j differences formed at once
+CHUNK_ENTRIES = 2_000_000  # pair × column differences formed at once
+SCREEN_COLUMNS = 8  # columns per edge compared for every pair before the pairs are listed
 
 
-def _worst_gain(matrix: np.ndarray) -> np.ndarray:
-    """``[b, a] = max_j (M[b, j] − M[a, j])`` over the neighbour options ``j`` where ``a`` is
-    possible (``j`` impossible for both never occurs with ``a``): the most a swap from ``a``
-    to ``b`` can cost on this edge."""
-    k, m = matrix.shape
-    out = np.empty((k, k))
-    step = max(1, CHUNK_ENTRIES // max(k * m, 1))
-    for start in range(0, k, step):
-        rows = matrix[start:start + step]
-        with np.errstate(invalid="ignore"):
-            diff = rows[:, None, :] - matrix[None, :, :]
-        diff[np.isnan(diff)] = -np.inf  # inf − inf: j is impossible with a (and with b)
-        out[start:start + step] = diff.max(axis=2)
+def _worst_gain(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """``[i] = max_j (rows[i, j] − others[i, j])`` over the neighbour options ``j`` where the
+    swapped-out option is possible (``j`` impossible for both never occurs with it): the most
+    a swap can cost on this edge."""
+    with np.errstate(invalid="ignore"):
+        diff = rows - others
+    diff[np.isnan(diff)] = -np.inf  # inf − inf: j is impossible with a (and with b)
+    return diff.max(axis=1)
+
+
+def _pair_gains(matrix: np.ndarray, b: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """``_worst_gain`` of the pairs ``(b[i], a[i])``, a chunk of pairs at a time."""
+    out = np.empty(b.size)
+    step = max(1, CHUNK_ENTRIES // max(matrix.shape[1], 1))
+    for start in range(0, b.size, step):
+        chunk = slice(start, start + step)
+        out[chunk] = _worst_gain(matrix[b[chunk]], matrix[a[chunk]])
     return out
 
 
 def _slack(work: Work, node: int) -> tuple[np.ndarray, float]:
-    """``(slack[b, a], margin)``: the left side of the criterion for every pair, ``inf``
-    where ``b`` uses more memory than ``a`` in some row or ``b == a``."""
+    """``(slack[b, a], margin)``: the left side of the criterion for the pairs that can meet
+    it, ``inf`` for the others (``b == a``, ``b`` using more memory than ``a`` in some row,
+    or a pair whose gain on a few screening columns alone already leaves it short: a lower
+    bound, since the maximum over every column is at least that over a few)."""
     costs = work.costs[node]
-    slack = costs[:, None] - costs[None, :]
+    matrices = [work.adj[node][other] for other in sorted(work.adj[node])]
     scale = float(np.abs(costs).max())
-    terms = 1
-    for other in sorted(work.adj[node]):
-        matrix = work.adj[node][other]
-        slack = slack + _worst_gain(matrix)
+    for matrix in matrices:
         finite = matrix[np.isfinite(matrix)]
         if finite.size:
             scale = max(scale, float(np.abs(finite).max()))
-        terms += 1
+    margin = MARGIN * 2 * (len(matrices) + 1) * scale
+    lower = costs[:, None] - costs[None, :]
+    for matrix in matrices:
+        screen = matrix[:, np.unique(np.linspace(0, matrix.shape[1] - 1, SCREEN_COLUMNS
+                                                 ).astype(np.int64))]
+        k = screen.shape[0]
+        lower = lower + _worst_gain(np.repeat(screen, k, axis=0),
+                                    np.tile(screen, (k, 1))).reshape(k, k)
     for row in work.rows:
         if node in row:
             vec = row[node]
-            slack = np.where(vec[:, None] > vec[None, :], np.inf, slack)
-    np.fill_diagonal(slack, np.inf)
-    return slack, MARGIN * 2 * terms * scale
+            lower = np.where(vec[:, None] > vec[None, :], np.inf, lower)
+    np.fill_diagonal(lower, np.inf)
+    b, a = np.nonzero(lower < -margin)
+    exact = costs[b] - costs[a]
+    for matrix in matrices:
+        exact = exact + _pair_gains(matrix, b, a)
+    slack = np.full(lower.shape, np.inf)
+    slack[b, a] = exact
+    return slack, margin
 
 
 def dead_options(work: Work, node: int) -> np.ndarray:

@@ -111,3 +111,58 @@ def test_more_memory_is_never_a_dead_end_swap() -> None:
                             node_memory=[[9.0, 1.0], [1.0, 1.0]], memory_limit=20.0)
     work = build_work(problem)
     assert not dead_options(work, 0).any()
+
+
+def dead_by_definition(work, node: int) -> list[bool]:
+    """The criterion written out pair by pair and column by column (no screening), then
+    options dropped in index order while a surviving option still beats them."""
+    costs = work.costs[node]
+    k = costs.size
+    neighbours = sorted(work.adj[node])
+    largest = [abs(float(c)) for c in costs]
+    for other in neighbours:
+        largest += [abs(float(x)) for x in work.adj[node][other].ravel() if np.isfinite(x)]
+    margin = 1e-13 * 2 * (len(neighbours) + 1) * max(largest)
+
+    def beats(b: int, a: int) -> bool:
+        if any(row[node][b] > row[node][a] for row in work.rows if node in row):
+            return False
+        total = float(costs[b] - costs[a])
+        for other in neighbours:
+            matrix = work.adj[node][other]
+            gains = [matrix[b, j] - matrix[a, j] for j in range(matrix.shape[1])
+                     if np.isfinite(matrix[a, j])]
+            total += max(gains) if gains else -np.inf
+        return total < -margin
+
+    alive = [True] * k
+    for a in range(k):
+        if any(alive[b] and b != a and beats(b, a) for b in range(k)):
+            alive[a] = False
+    return [not flag for flag in alive]
+
+
+def wide_node(seed: int) -> ChoiceProblem:
+    """Node 0 with up to 14 options and three neighbours of 9..20 (more columns than the
+    screening compares), node costs spread wider than edge prices so swaps often pay."""
+    rng = np.random.default_rng(seed)
+    sizes = [int(rng.integers(2, 15)), *(int(k) for k in rng.integers(9, 21, size=3))]
+    costs = [rng.integers(0, 60, size=k).astype(float) for k in sizes]
+    edges = []
+    for other in (1, 2, 3):
+        matrix = rng.integers(0, 6, size=(sizes[0], sizes[other])).astype(float)
+        matrix[rng.random(matrix.shape) < 0.05] = np.inf
+        edges.append((0, other, matrix))
+    mem = [rng.integers(1, 4, size=k).astype(float) for k in sizes] if seed % 2 else None
+    return ChoiceProblem(node_costs=costs, edges=edges, node_memory=mem,
+                         memory_limit=1e9 if mem else None)
+
+
+def test_dead_options_match_the_definition() -> None:
+    dropping = 0
+    for seed in range(40):
+        work = build_work(wide_node(seed))
+        dead = dead_options(work, 0)
+        assert dead.tolist() == dead_by_definition(work, 0), seed
+        dropping += bool(dead.any())
+    assert dropping >= 15  # the check compares drops, not only "nothing to drop"
