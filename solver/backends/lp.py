@@ -3,14 +3,13 @@
 Small LPs go to a dual simplex (through MathOpt): OR-Tools' Glop, or HiGHS' where the LP has
 memory rows (kept in bytes, see ``mathopt.model_proto``) or Glop ends without an optimum.
 Glop's pivoting needs fewer iterations on the periodic LPs of measured-curve prices, whose
-many distinct reshard prices make them harder than alpha-beta ones (same run, one loaded
-machine: gpt2 training dp=2,tp=4, 63.8 k variables, 10,017 iterations in 2.3 s against
-HiGHS' 14,149 in 3.7 s; llama3-8b dp=8,tp=8, 58.8 k, 10,448 in 3.4 s against 15,196 in
-4.6 s; alpha-beta prices equal, 0.13 s against 0.15 s). Glop reports its primal value as
-the bound, so its bound is ``dual_bound`` of its duals (within 2.3e-8 of the optimum on
-those LPs). Large ones (3-axis meshes: ~400 k variables, most of them flow
-arcs) go to PDLP, OR-Tools' first-order primal-dual method, which needs only matrix-vector
-products.
+many distinct reshard prices make them harder than alpha-beta ones (CPU seconds, medians of 3
+on one loaded 2-core machine, the LPs as ``periodic_lp`` writes them: gpt2 training dp=2,tp=4
+1.13 s against HiGHS' 1.60 s, llama3-8b dp=8,tp=8 1.06 s against 1.10 s; with alpha-beta
+link prices 0.06 s both, and 0.15 s against 0.13 s). Glop reports its primal value as the
+bound, so its bound is ``dual_bound`` of its duals (within 2.3e-8 of the optimum on those
+LPs). Large ones (3-axis meshes: ~400 k variables, most of them flow arcs) go to PDLP,
+OR-Tools' first-order primal-dual method, which needs only matrix-vector products.
 
 PDLP runs **without restarts**, up to 5,000 iterations (a count, not a time, so the answer
 stays the same bytes on every machine). On these LPs that is usually 2–4× faster than its
