@@ -5,6 +5,8 @@
 * Dominated options: option ``a`` of a node is dropped when some option ``b`` is no worse in
   node cost, in every memory row and in every incident edge row (ties keep the lower index).
   Swapping ``a`` for ``b`` in any plan never raises cost or memory, so an optimum survives.
+* Dead ends (``solver.dead_end``): ``a`` is dropped when swapping it for some ``b`` makes
+  every plan strictly cheaper, edge rows summed rather than compared entry by entry.
 * Leaf merging: a node ``u`` with a single neighbour ``v`` is folded into ``v`` by reindexing:
   ``v``'s new options are pairs ``(u option, v option)``, and for each ``v`` option only the
   Pareto-optimal ``u`` options (cost including the edge, memory per row) are kept. When memory
@@ -33,6 +35,7 @@ import time
 import numpy as np
 
 from solver.compact import Eliminated, Work, WorkStream, drop_unpairable
+from solver.dead_end import dead_options
 
 
 class MemoryExhausted(Exception):
@@ -172,6 +175,34 @@ def prune_dominated(work: Work, deadline: float | None = None,
     return any_change
 
 
+def prune_dead_ends(work: Work, deadline: float | None = None,
+                    clean: dict[int, tuple] | None = None) -> bool:
+    """Drop dead-end options (``solver.dead_end``) at every node, to a fixpoint (or until
+    ``deadline``); ``clean`` as in ``prune_dominated``, a cache of its own."""
+    pending = work.nodes()
+    any_change = False
+    while pending:
+        touched: set[int] = set()
+        for node in pending:
+            if deadline is not None and time.perf_counter() > deadline:
+                return any_change
+            if (node not in work.costs or work.costs[node].size < 2 or node in work.frozen
+                    or work.in_window(node)):
+                continue
+            sources = _feature_sources(work, node) if clean is not None else ()
+            if clean is not None and node in clean and _same_sources(clean[node], sources):
+                continue
+            dead = dead_options(work, node)
+            if dead.any():
+                work.restrict(node, ~dead)
+                touched.update(work.adj[node])
+                any_change = True
+            elif clean is not None:
+                clean[node] = sources
+        pending = sorted(touched)
+    return any_change
+
+
 def _pareto_pairs(work: Work, leaf: int, nb: int, matrix: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """For each option q of the neighbour, the leaf options p worth keeping: no other is as
@@ -287,6 +318,7 @@ def merge_leaves(work: Work) -> bool:
 
 SERIES_MAX_TABLE = 4_000_000  # entries of the k × |a| × |b| argmin table
 SERIES_ELIMINATION = True  # the scale benchmark switches it off to measure the baseline
+DEAD_ENDS = True  # off only to measure what dead-end elimination buys
 
 
 def _in_memory(work: Work, node: int) -> bool:
@@ -330,6 +362,7 @@ def reduce_work(work: Work, max_rounds: int = 4, deadline: float | None = None) 
     ``deadline`` of ``time.perf_counter()`` passes: each reduction is optional, so stopping
     early leaves a larger problem, never a wrong one)."""
     clean: dict[int, tuple] = {}
+    dead_clean: dict[int, tuple] = {}
     for _ in range(max_rounds):
         if deadline is not None and time.perf_counter() > deadline:
             return
@@ -339,5 +372,7 @@ def reduce_work(work: Work, max_rounds: int = 4, deadline: float | None = None) 
         changed |= merge_leaves(work)
         if SERIES_ELIMINATION:
             changed |= eliminate_series_nodes(work)
+        if DEAD_ENDS:
+            changed |= prune_dead_ends(work, deadline, dead_clean)
         if not changed:
             return

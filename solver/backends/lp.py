@@ -1,9 +1,15 @@
 """The LP relaxation of the marginal/flow formulation, with a bound computed from its duals.
 
-Small LPs go to HiGHS' dual simplex (through MathOpt): exact, and on 2-axis meshes (~50 k
-variables) under a second. Large ones (3-axis meshes: ~400 k variables, most of them flow
-arcs) go to PDLP, OR-Tools' first-order primal-dual method, which needs only matrix-vector
-products.
+Small LPs go to a dual simplex (through MathOpt): OR-Tools' Glop, or HiGHS' where the LP has
+memory rows (kept in bytes, see ``mathopt.model_proto``) or Glop ends without an optimum.
+Glop's pivoting needs fewer iterations on the periodic LPs of measured-curve prices, whose
+many distinct reshard prices make them harder than alpha-beta ones (CPU seconds, medians of 3
+on one loaded 2-core machine, the LPs as ``periodic_lp`` writes them: gpt2 training dp=2,tp=4
+1.13 s against HiGHS' 1.60 s, llama3-8b dp=8,tp=8 1.06 s against 1.10 s; with alpha-beta
+link prices 0.06 s both, and 0.15 s against 0.13 s). Glop reports its primal value as the
+bound, so its bound is ``dual_bound`` of its duals (within 2.3e-8 of the optimum on those
+LPs). Large ones (3-axis meshes: ~400 k variables, most of them flow arcs) go to PDLP,
+OR-Tools' first-order primal-dual method, which needs only matrix-vector products.
 
 PDLP runs **without restarts**, up to 5,000 iterations (a count, not a time, so the answer
 stays the same bytes on every machine). On these LPs that is usually 2–4× faster than its
@@ -62,6 +68,7 @@ PDLP_EPS = 1e-6
 PDLP_SHARDS = 8
 NO_RESTARTS = 1  # PrimalDualHybridGradientParams.RestartStrategy (module docstring)
 PDLP_MAX_ITERATIONS = 5_000  # the slowest LP that converges without restarts needs 4,992
+SIMPLEX = "GLOP"  # the dual simplex of LPs without memory rows ("HIGHS": HiGHS' everywhere)
 
 
 def _usable_cores() -> int:
@@ -241,7 +248,9 @@ def _solve_on_support(form: Formulation, primal: np.ndarray | None, largest: np.
                               offsets=np.zeros(1, dtype=np.int64), edge_maps=(), flow_maps=(),
                               window_maps=())
     factor = objective_factor(form)
-    run = _run_highs(sub, factor, time_limit, barrier=False)
+    # HiGHS' vertex: the one the measurements in ``lp_answers`` were made with (Glop's, on the
+    # same support, can round to a plan that needs the polish)
+    run = _run_highs(sub, factor, time_limit, barrier=False, glop=False)
     if run.x is None or run.duals is None:
         return LPAnswer(None, -math.inf), math.inf
     values = np.zeros(form.num_vars)
@@ -253,8 +262,8 @@ def _solve_on_support(form: Formulation, primal: np.ndarray | None, largest: np.
 
 
 def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) -> LPAnswer:
-    """HiGHS' dual simplex (its own bound is exact), or its barrier with crossover (module
-    docstring), whose bound comes from ``dual_bound``."""
+    """The dual simplex (HiGHS' own bound is exact; Glop's comes from ``dual_bound``), or
+    HiGHS' barrier with crossover (module docstring), whose bound comes from ``dual_bound``."""
     factor = objective_factor(form)
     run = _run_highs(form, factor, time_limit, barrier)
     if run.infeasible:
@@ -270,17 +279,32 @@ def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _HighsRun:
-    """One HiGHS LP solve: ``x`` and ``duals`` are ``None`` unless it reached the optimum
-    (``x`` also when no primal came back); ``bound`` is HiGHS' own dual bound."""
+    """One simplex or barrier LP solve: ``x`` and ``duals`` are ``None`` unless it reached the
+    optimum (``x`` also when no primal came back); ``bound`` is HiGHS' own dual bound, or
+    ``dual_bound`` of Glop's duals (Glop reports its primal value as the bound)."""
 
     infeasible: bool = False
     x: np.ndarray | None = None
     duals: np.ndarray | None = None
     bound: float = -math.inf
+    stopped: bool = False  # out of time: no other solver is tried
 
 
 def _run_highs(form: Formulation, factor: float, time_limit: float | None,
-               barrier: bool) -> _HighsRun:
+               barrier: bool, glop: bool = True) -> _HighsRun:
+    """The barrier (HiGHS), or the dual simplex: Glop's on LPs without memory rows (module
+    docstring) unless ``glop`` is false, HiGHS' on the others and wherever Glop ends without
+    an optimum."""
+    if glop and not barrier and not form.memory_rows and SIMPLEX == "GLOP":
+        run = _run_mathopt(form, factor, time_limit, barrier, "GLOP")
+        if run.duals is not None or run.infeasible or run.stopped:
+            return run
+        logger.info("Glop ended the LP without an optimum; HiGHS' dual simplex instead")
+    return _run_mathopt(form, factor, time_limit, barrier, "HIGHS")
+
+
+def _run_mathopt(form: Formulation, factor: float, time_limit: float | None, barrier: bool,
+                 solver: str) -> _HighsRun:
     from ortools.math_opt import parameters_pb2, result_pb2, solution_pb2
 
     from solver.backends import mathopt
@@ -292,23 +316,27 @@ def _run_highs(form: Formulation, factor: float, time_limit: float | None,
     else:
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_DUAL_SIMPLEX
         params.presolve = parameters_pb2.EMPHASIS_OFF  # 5.2 s vs 11.4 s on GPT-2 training
-    result = mathopt.run(mathopt.model_proto(form, factor, integral=False), "HIGHS", params,
+    result = mathopt.run(mathopt.model_proto(form, factor, integral=False), solver, params,
                          model_params)
     reason = result.termination.reason
     if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
         return _HighsRun(infeasible=True, bound=math.inf)
     if reason != result_pb2.TERMINATION_REASON_OPTIMAL:
-        return _HighsRun()
-    bound = result.termination.objective_bounds.dual_bound / factor
+        limit = result.termination.limit == result_pb2.LIMIT_TIME
+        return _HighsRun(stopped=limit)
     duals = np.zeros(form.row_lo.size)
+    x = None
     for solution in result.solutions:
         if solution.HasField("dual_solution"):
             values = solution.dual_solution.dual_values
             duals[np.array(values.ids, dtype=np.int64)] = np.array(values.values)
         primal = solution.primal_solution
         if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
-            return _HighsRun(x=mathopt.values(form, primal), duals=duals, bound=bound)
-    return _HighsRun(duals=duals, bound=bound)
+            x = mathopt.values(form, primal)
+            break
+    bound = (result.termination.objective_bounds.dual_bound / factor if solver == "HIGHS"
+             else dual_bound(form, duals, factor))
+    return _HighsRun(x=x, duals=duals, bound=bound)
 
 
 def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float

@@ -68,7 +68,7 @@ def test_fix_keeps_only_the_chosen_option_of_fixed_nodes() -> None:
 
 # instances whose periodic plan needs polishing (most first try the small polish)
 POLISHED = [(1e-6, seed) for seed in (2, 6, 7, 10, 16, 17, 18, 21)] + \
-    [(0.1, seed) for seed in (6, 16, 30, 35, 37)]
+    [(0.1, seed) for seed in (6, 16, 21, 35, 37)]
 
 
 @pytest.mark.parametrize(("gap", "seed"), POLISHED)

@@ -105,6 +105,7 @@ def test_flow_lp_has_the_dense_lp_optimum(seed):
     assert math.isfinite(dense_bound)
     assert flow_bound == pytest.approx(dense_bound, rel=1e-9, abs=1e-9)
     assert flow.num_vars < dense.num_vars  # the network did replace some pairs
+    assert any((network.variables < 0).any() for network in flow.flow_maps)  # substituted
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -115,6 +116,8 @@ def test_hint_is_feasible_and_priced_like_the_problem(seed):
     ix = index_work(build_work(problem))
     form = build(ix, flow=True)
     assert form.flow_maps  # some edges are networks
+    # and some network nodes have one arc, which ``flow_edge`` substitutes away
+    assert any((flow.variables < 0).any() for flow in form.flow_maps)
     rng = np.random.default_rng(seed)
     matrix = np.zeros((form.row_lo.size, form.num_vars))
     np.add.at(matrix, (form.rows, form.cols), form.coefs)

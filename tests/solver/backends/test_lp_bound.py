@@ -38,6 +38,27 @@ def test_any_multipliers_give_a_bound_below_the_optimum(seed):
         assert lp.dual_bound(form, duals, 1.0) <= best + 1e-9
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_glop_and_highs_simplex_agree_and_bound_the_optimum(seed, monkeypatch):
+    """Glop's bound is ``dual_bound`` of its duals, not its own report: it must equal HiGHS'
+    LP optimum (to its tolerances) and stay below the exhaustive optimum."""
+    problem = small_problem(seed) if seed < 4 else chain_like(seed)
+    form = build(index_work(build_work(problem)), flow=True)
+    monkeypatch.setattr(lp, "SIMPLEX", "HIGHS")
+    highs = lp.solve_lp(form, None)
+    monkeypatch.setattr(lp, "SIMPLEX", "GLOP")
+    solvers = []
+    real = lp._run_mathopt
+    monkeypatch.setattr(lp, "_run_mathopt", lambda *a: solvers.append(a[-1]) or real(*a))
+    glop = lp.solve_lp(form, None)
+    assert solvers == ["GLOP"]
+    assert glop.bound == pytest.approx(highs.bound, rel=1e-8, abs=1e-12)
+    assert glop.x is not None and form.num_vars < lp.PDLP_MIN_VARS
+    if seed < 4:
+        _, best = exhaustive(problem)
+        assert glop.bound <= best + 1e-9
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_pdlp_bound_matches_dual_simplex(seed, monkeypatch):
     problem = small_problem(seed)
