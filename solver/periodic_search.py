@@ -38,7 +38,7 @@ from solver.periodic import (
     interior_groups,
     periodic_lp,
 )
-from solver.periodic_close import MAX_VARS, close_gap, worth_closing
+from solver.periodic_close import MAX_VARS, close_gap, kept_after_fixing, worth_closing
 from solver.polish import decided_elsewhere, fix, tied_run
 from solver.problem import ChoiceProblem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
@@ -113,6 +113,8 @@ class _Search:
                 tried.add(relaxed.x.tobytes())
                 self.offer(*_periodic_plan(self.problem, self.chain, agg, ends, lp, relaxed,
                                            self.clock, self.gap, self.bound), ends)
+            if not closable and not self.done(self.gap):
+                self.close(agg, lp, ends, exact=False)
             if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap \
                     and not closable:
                 polished = self._polish_rest(ends)
@@ -138,12 +140,22 @@ class _Search:
             self.how = "all" if answer.optimal else self.how
         return self.best
 
-    def close(self, agg: Aggregated, lp: PeriodicLP, ends: int) -> None:
+    def close(self, agg: Aggregated, lp: PeriodicLP, ends: int, exact: bool = True) -> None:
         """The partial MIP of the LP (:mod:`solver.periodic_close`): a tighter bound, and a
-        plan when its point is a better one."""
-        if self.duals is None or self.best is None or self.weight is None \
-                or not worth_closing(lp, agg, self.weight):
+        plan when its point is a better one. After the simplex (``exact``) only where the
+        LP split a node the MIP makes integral; after PDLP, whose duals are approximate,
+        whenever reduced-cost fixing leaves a MIP of at most ``MAX_VARS`` variables (its
+        optimum is at least the LP's, which the duals only approach)."""
+        if self.duals is None or self.best is None:
             return
+        if exact and (self.weight is None or not worth_closing(lp, agg, self.weight)):
+            return
+        if not exact:
+            kept = kept_after_fixing(lp, agg, self.duals, self.best_value)
+            logger.info("reduced-cost fixing keeps %d of %d LP variables", kept,
+                        lp.form.num_vars)
+            if kept > MAX_VARS:
+                return
         remaining = self.clock.remaining()
         closed = close_gap(lp, agg, self.duals, self.best_value, remaining, self.gap)
         self.clock.lap("periodic_mip")
