@@ -27,6 +27,14 @@ are not periodic: llama3-8b-shaped on dp=2,tp=4 closes with two, not with one). 
 copied on only one side of the tied run gets no row: its row would need one tied block's own
 marginal, and dropping a row only weakens the relaxation.
 
+One family of valid rows is added (no longer the Lagrangian dual, still a relaxation): E
+copies position r from the *last* tied block, one of the L-2 counted in ``x_I``, so
+``pc_E[r] ≤ (L-2)·x_I[r]`` option by option. The shared row alone lets the LP set
+``pc_E = x_0`` and ``pc_I = x_I``, a cycle that prices a first layer unlike the interior with
+no layer boundary paying for the change. With the rows, mixtral-8x7b's LP closes with one
+distinct block at each end (ep=8,tp=8: 7.7 s instead of 28 s with two; dp=2,ep=4,tp=8:
+proven optimal instead of a 5e-4 gap at 300 s).
+
 When the LP optimum is integral, its assignment (distinct blocks from their own x, every tied
 block from x_I) is a plan of the whole problem; it is re-scored on the original problem, and if
 that cost meets the bound it is proven optimal. On the zoo's training graphs it does (gpt2 and

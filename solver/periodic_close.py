@@ -24,6 +24,15 @@ it goes when ``DB + d_j/w ≥ U``. Fixed options get an upper bound of 0, and th
 is then ``min(U, partial MIP bound)``: valid for the whole problem, as any plan either costs
 at least U or lives in the restricted MIP. On 70b this leaves 2,902 of 4,599 options and
 HiGHS closes the MIP at its root in ~5 s (14 s without the fixing; 2-core machine under load).
+
+The same holds for every other LP variable, edge variables and flow arcs included: a plan's
+image routes each edge's unit along one cheapest route, so an arc's value there is 0/1 when
+both ends are integral nodes and a multiple of ``1/w`` when one is tied (the edge then
+belongs to the tied blocks). Fixing them all is what makes the MIP small on 3-axis meshes,
+where nine tenths of the ~1 M variables are arcs. It also turns PDLP's approximate duals
+into a proof: on mixtral-8x7b dp=2,ep=4,tp=8, PDLP at a relative tolerance of 1e-5 leaves
+its bound 2.4e-5 below the plan; fixing against the plan keeps 27,797 of 915,976 variables
+and the MIP over them proves the plan optimal in 0.4 s.
 """
 
 from __future__ import annotations
