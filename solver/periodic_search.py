@@ -38,7 +38,14 @@ from solver.periodic import (
     interior_groups,
     periodic_lp,
 )
-from solver.periodic_close import MAX_VARS, close_gap, kept_after_fixing, worth_closing
+from solver.periodic_close import (
+    FRACTIONAL,
+    MAX_VARS,
+    close_gap,
+    kept_after_fixing,
+    support_plan,
+    worth_closing,
+)
 from solver.polish import decided_elsewhere, fix, tied_run
 from solver.problem import ChoiceProblem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
@@ -114,6 +121,7 @@ class _Search:
                 self.offer(*_periodic_plan(self.problem, self.chain, agg, ends, lp, relaxed,
                                            self.clock, self.gap, self.bound), ends)
             if not closable and not self.done(self.gap):
+                self.on_support(agg, lp, ends, relaxed)
                 self.close(agg, lp, ends, exact=False)
             if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap \
                     and not closable:
@@ -139,6 +147,25 @@ class _Search:
             self.best, self.best_value, self.best_ends = answer.choices, answer.objective, ends
             self.how = "all" if answer.optimal else self.how
         return self.best
+
+    def on_support(self, agg: Aggregated, lp: PeriodicLP, ends: int, relaxed: LPAnswer
+                   ) -> None:
+        """The best periodic plan on a fractional LP answer's support
+        (:func:`solver.periodic_close.support_plan`), offered as a plan."""
+        if relaxed.values is None or relaxed.weight is None \
+                or not (relaxed.weight < 1.0 - FRACTIONAL).any():
+            return
+        values = np.zeros(lp.form.num_vars)
+        values[:relaxed.values.size] = relaxed.values
+        x = support_plan(lp, agg, values, self.clock.remaining(), self.gap)
+        self.clock.lap("periodic_support_mip")
+        if x is None:
+            return
+        choices = expand(self.chain, agg, lp.lift(x), self.problem.num_nodes)
+        value = self.problem.evaluate(choices)
+        logger.info("periodic MIP on the LP's support: plan %.10g (best so far %.10g)", value,
+                    self.best_value)
+        self.offer(choices, value, "", ends)
 
     def close(self, agg: Aggregated, lp: PeriodicLP, ends: int, exact: bool = True) -> None:
         """The partial MIP of the LP (:mod:`solver.periodic_close`): a tighter bound, and a

@@ -9,14 +9,17 @@ code with the aggregation); and they must cut something off, or they are dead we
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solver.backends.lp import solve_lp
 from solver.exact import exhaustive
-from solver.periodic import aggregate, find_chain, periodic_lp
+from solver.periodic import aggregate, expand, find_chain, periodic_lp
+from solver.periodic_close import support_plan
 from tests.solver.test_periodic import chain_problem
 
 
@@ -56,3 +59,37 @@ def test_caps_close_a_gap_the_shared_link_leaves_open() -> None:
         assert without < best - 0.5
         closed += abs(with_caps - best) < 1e-9
     assert closed == 3
+
+
+def _best_periodic(problem, chain) -> float:
+    """The cheapest plan whose interior blocks all take the same choices, by enumeration."""
+    interior = chain.blocks[1:-1]
+    free = [*chain.rest, *chain.blocks[0], *chain.blocks[-1], *interior[0]]
+    best = np.inf
+    for picked in itertools.product(*(range(problem.sizes[i]) for i in free)):
+        plan = [0] * problem.num_nodes
+        for node, option in zip(free, picked, strict=True):
+            plan[node] = option
+        for block in interior[1:]:
+            for r, node in enumerate(block):
+                plan[node] = plan[interior[0][r]]
+        best = min(best, problem.evaluate(tuple(plan)))
+    return best
+
+
+@pytest.mark.parametrize("seed", (16, 17, 21, 37, 73, 78))  # where the rows cut (above)
+def test_support_mip_on_every_option_is_the_best_periodic_plan(seed) -> None:
+    """With every option on the support, the MIP with the representative integral prices a
+    periodic plan exactly (the rows force the copy after the run to the representative's
+    choice), so its plan is the cheapest periodic plan, found here by enumeration."""
+    problem = chain_problem(seed, layers=4, per_block=2, options=3, rest=2)
+    chain = find_chain(problem)
+    agg = aggregate(problem, chain)
+    lp = periodic_lp(agg)
+    values = np.zeros(lp.form.num_vars)
+    for a, b in zip(lp.form.offsets[:-1], lp.form.offsets[1:], strict=True):
+        values[a:b] = 1.0 / (b - a)
+    x = support_plan(lp, agg, values, None, 0.0)
+    assert x is not None
+    plan = expand(chain, agg, lp.lift(x), problem.num_nodes)
+    assert problem.evaluate(plan) == pytest.approx(_best_periodic(problem, chain), abs=1e-9)
