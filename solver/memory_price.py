@@ -22,9 +22,10 @@ plan it returns is checked against *all* the real rows, and those that fit are c
 price is searched on the one-dimensional dual: a price high enough to ask for the least
 memory first (if that plan does not fit, no price helps), then prices grown from low until a
 plan fits, then the price where the lines of the best fitting and the last non-fitting plan
-cross (Kelley's cutting planes in one dimension). Finally the best fitting plan and the
-cheapest one that did not fit are mixed block by block (:func:`_mixed`), which a plan with
-identical interior blocks cannot do.
+cross (Kelley's cutting planes in one dimension; the unconstrained optimum, when the caller
+has it, is the non-fitting plan at price 0, so a first price that already fits is cut too).
+Finally the best fitting plan and the cheapest one that did not fit are mixed block by
+block (:func:`_mixed`), which a plan with identical interior blocks cannot do.
 
 The bound is valid whatever price was tried; only the gap says how good the plan is. The caller
 decides whether a gap is small enough or the tied search must still run.
@@ -151,15 +152,31 @@ class _PriceSearch:
                     sum(s for _, s in answer.stats.seconds))
         return found
 
-    def run(self, scale: float) -> None:
+    def free(self, choices: tuple[int, ...]) -> Probe | None:
+        """The optimum without memory rows as the probe at price 0 (its cost is the free
+        optimum's, a bound the caller already holds), when it does not fit: the cut between
+        it and the first fitting plan finds the price where memory starts to bind even when
+        the first price tried is already above it."""
+        peak = self.problem.peak_memory(choices)
+        if peak is not None and peak <= self.limit:
+            return None
+        return Probe(price=0.0, bound=self.bound, choices=choices,
+                     cost=self.problem.evaluate(choices), fits=False,
+                     priced_bytes=float(sum(float(a[i]) for a, i in zip(self.row, choices,
+                                                                         strict=True))))
+
+    def run(self, scale: float, free: tuple[int, ...] | None = None) -> None:
         """A price high enough to ask for the least memory first (if even that plan does not
         fit, no price helps: the caller's exact search says whether anything fits); then
         grow the price from low until a plan fits, and cut the dual where the lines of the
-        cheapest fitting and the last non-fitting plan cross."""
+        cheapest fitting and the last non-fitting plan cross (the free optimum ``free``, at
+        price 0, is the first non-fitting plan when the caller has it)."""
         ceiling = self.probe(scale * PRICE_CEILING)
         if ceiling is None or not ceiling.fits:
             return
-        price, low = scale * PRICE_START, None
+        price, low = scale * PRICE_START, None if free is None else self.free(free)
+        if low is not None:
+            self.probes.append(low)  # a cheap side for the block-by-block mix too
         while len(self.probes) < MAX_PROBES and price < ceiling.price:
             found = self.probe(price)
             if found is None:
@@ -249,7 +266,7 @@ def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
         if row is None:
             break
         search = _PriceSearch(problem, chain, row, clock, gap, bound)
-        search.run(scale / max(problem.memory_limit, 1.0))
+        search.run(scale / max(problem.memory_limit, 1.0), free_choices)
         probes += search.probes
         bound = search.bound
         best = search.best

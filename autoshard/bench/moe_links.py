@@ -47,6 +47,10 @@ SEQ = 4096
 # gradients all-reduced over the network) more than all-to-alls, which it never hides: it is
 # expected to move points towards "inside the node" (at that one point it chose "across" too).
 OVERLAP = "none"
+# Points whose free optimum overflows HBM (many micro-batches make replicated experts cheap)
+# go to the solver's memory price, which can stop above the gap; each point gets this long
+# and the row says its status and gap (an unlimited point ran for more than 10 minutes).
+TIME_LIMIT_S = 120.0
 LAYER = "layers.5"
 
 
@@ -79,7 +83,7 @@ def point(graph: Any, micro_batches: int, bw_gbps: float, link: Link) -> dict[st
     start = time.perf_counter()
     result = plan(graph, mesh, topology=TOPOLOGY, training=True, model_name=MODEL,
                   recompute="full", links={"x": swept}, micro_batches=micro_batches,
-                  overlap=OVERLAP)
+                  overlap=OVERLAP, time_limit=TIME_LIMIT_S)
     w2 = result.tensors[f"{LAYER}.moe.experts.w2"].placements
     experts = _axes_of_dim(w2, names, 0)
     a2a = [c for r in result.reshards if r.tensor == f"{LAYER}.moe.dispatch.out"
@@ -91,6 +95,7 @@ def point(graph: Any, micro_batches: int, bw_gbps: float, link: Link) -> dict[st
         "inter_node_launch_us": round(link.launch_s * 1e6, 4),
         "step_s": result.objective.total_s, "comm_s": result.objective.comm_s,
         "hidden_s": result.objective.hidden_s, "optimal": result.objective.optimal,
+        "status": result.objective.status, "gap": result.objective.gap,
         "expert_axes": experts, "experts_placed": _where(experts, names[-1]),
         "expert_ffn_axes": _axes_of_dim(w2, names, 1),
         "dispatch_all_to_all_axes": ";".join(sorted({",".join(c.axes) for c in a2a})) or "-",

@@ -97,3 +97,28 @@ def test_memory_that_forces_the_expensive_option_is_priced_to_a_proof() -> None:
     assert answer.objective == pytest.approx(layers - 1)
     assert sorted(answer.choices).count(0) == 1
 
+
+
+def test_price_cut_from_the_free_optimum_when_the_first_price_already_fits() -> None:
+    """Eight identical layers, each either cheap (cost 100, 10 bytes) or frugal (100.1,
+    1 byte), under a limit that holds four cheap layers: the optimum is any four cheap
+    (800.4, exhaustive search). The price search's first price makes every layer frugal
+    (800.8, fits), so only the cut against the free optimum (all cheap, 800, 80 bytes) finds
+    the price where memory binds; the mix of the two plans then holds the optimum, and the
+    cut's bound proves it."""
+    layers, cheap, frugal = 8, (100.0, 10.0), (100.1, 1.0)
+    costs = [np.zeros(1)] + [np.array([cheap[0], frugal[0]]) for _ in range(layers)]
+    blocks = tuple((1 + k,) for k in range(layers))
+    edges = [(0, 1, np.zeros((1, 2)))] + [(k, k + 1, np.zeros((2, 2)))
+                                          for k in range(1, layers)]
+    row = tuple((node, np.array([cheap[1], frugal[1]])) for (node,) in blocks)
+    limit = 4 * cheap[1] + 4 * frugal[1]
+    problem = ChoiceProblem(node_costs=costs, edges=edges, blocks=blocks, liveness=[row],
+                            memory_limit=limit)
+    _, best = exhaustive(problem)
+    assert best == pytest.approx(4 * cheap[0] + 4 * frugal[0])
+    free = solve(ChoiceProblem(node_costs=costs, edges=edges, blocks=blocks))
+    answer = solve(problem, known_bound=free.bound, free_choices=free.choices)
+    assert answer.objective == pytest.approx(best)
+    assert answer.bound <= best + 1e-9
+    assert answer.gap <= 1e-6
