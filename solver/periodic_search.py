@@ -38,7 +38,14 @@ from solver.periodic import (
     interior_groups,
     periodic_lp,
 )
-from solver.periodic_close import MAX_VARS, close_gap, worth_closing
+from solver.periodic_close import (
+    FRACTIONAL,
+    MAX_VARS,
+    close_gap,
+    kept_after_fixing,
+    support_plan,
+    worth_closing,
+)
 from solver.polish import decided_elsewhere, fix, tied_run
 from solver.problem import ChoiceProblem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
@@ -113,6 +120,9 @@ class _Search:
                 tried.add(relaxed.x.tobytes())
                 self.offer(*_periodic_plan(self.problem, self.chain, agg, ends, lp, relaxed,
                                            self.clock, self.gap, self.bound), ends)
+            if not closable and not self.done(self.gap):
+                self.on_support(agg, lp, ends, relaxed)
+                self.close(agg, lp, ends, exact=False)
             if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap \
                     and not closable:
                 polished = self._polish_rest(ends)
@@ -138,12 +148,41 @@ class _Search:
             self.how = "all" if answer.optimal else self.how
         return self.best
 
-    def close(self, agg: Aggregated, lp: PeriodicLP, ends: int) -> None:
-        """The partial MIP of the LP (:mod:`solver.periodic_close`): a tighter bound, and a
-        plan when its point is a better one."""
-        if self.duals is None or self.best is None or self.weight is None \
-                or not worth_closing(lp, agg, self.weight):
+    def on_support(self, agg: Aggregated, lp: PeriodicLP, ends: int, relaxed: LPAnswer
+                   ) -> None:
+        """The best periodic plan on a fractional LP answer's support
+        (:func:`solver.periodic_close.support_plan`), offered as a plan."""
+        if relaxed.values is None or relaxed.weight is None \
+                or not (relaxed.weight < 1.0 - FRACTIONAL).any():
             return
+        values = np.zeros(lp.form.num_vars)
+        values[:relaxed.values.size] = relaxed.values
+        x = support_plan(lp, agg, values, self.clock.remaining(), self.gap)
+        self.clock.lap("periodic_support_mip")
+        if x is None:
+            return
+        choices = expand(self.chain, agg, lp.lift(x), self.problem.num_nodes)
+        value = self.problem.evaluate(choices)
+        logger.info("periodic MIP on the LP's support: plan %.10g (best so far %.10g)", value,
+                    self.best_value)
+        self.offer(choices, value, "", ends)
+
+    def close(self, agg: Aggregated, lp: PeriodicLP, ends: int, exact: bool = True) -> None:
+        """The partial MIP of the LP (:mod:`solver.periodic_close`): a tighter bound, and a
+        plan when its point is a better one. After the simplex (``exact``) only where the
+        LP split a node the MIP makes integral; after PDLP, whose duals are approximate,
+        whenever reduced-cost fixing leaves a MIP of at most ``MAX_VARS`` variables (its
+        optimum is at least the LP's, which the duals only approach)."""
+        if self.duals is None or self.best is None:
+            return
+        if exact and (self.weight is None or not worth_closing(lp, agg, self.weight)):
+            return
+        if not exact:
+            kept = kept_after_fixing(lp, agg, self.duals, self.best_value)
+            logger.info("reduced-cost fixing keeps %d of %d LP variables", kept,
+                        lp.form.num_vars)
+            if kept > MAX_VARS:
+                return
         remaining = self.clock.remaining()
         closed = close_gap(lp, agg, self.duals, self.best_value, remaining, self.gap)
         self.clock.lap("periodic_mip")

@@ -225,6 +225,8 @@ def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALIT
 
 
 SUPPORT = 1e-3  # x above this, and each node's largest, span the support LP
+PRICING_ROUNDS = 4  # column-generation rounds after the first support LP
+PRICED_COLUMNS = 20_000  # columns added per round at most, most negative reduced cost first
 
 
 def _solve_on_support(form: Formulation, primal: np.ndarray | None, largest: np.ndarray | None,
@@ -233,12 +235,40 @@ def _solve_on_support(form: Formulation, primal: np.ndarray | None, largest: np.
     ``SUPPORT`` (and each node's ``largest``, its decoded choice, so every one-hot row keeps a
     column), by the dual simplex: a vertex of the face PDLP was converging to. Its value is an
     upper bound of the LP optimum; ``answer.bound`` holds for the whole LP (``dual_bound``
-    over every column), though with degenerate duals it is weak. ``(no answer, inf)`` when
-    the restricted LP is infeasible or unsolved."""
+    over every column). With degenerate duals that bound is weak, so the columns the duals
+    price below zero are added and the restricted LP solved again (column generation, Dantzig
+    & Wolfe 1960; Lübbecke & Desrosiers, "Selected Topics in Column Generation", Operations
+    Research 53(6), 2005): when no column prices below zero the restricted optimum is the LP
+    optimum and its bound meets it. ``(no answer, inf)`` when the restricted LP is infeasible
+    or unsolved."""
     if primal is None or largest is None:
         return LPAnswer(None, -math.inf), math.inf
+    start = time.perf_counter()
     keep = primal > SUPPORT
     keep[form.offsets[:-1] + largest] = True
+    factor = objective_factor(form)
+    last, value, bound, duals = LPAnswer(None, -math.inf), math.inf, -math.inf, None
+    for _ in range(1 + PRICING_ROUNDS):
+        answer, answer_value, reduced = _restricted_lp(form, keep, factor,
+                                                       _left(time_limit, start))
+        if answer.x is None:
+            break
+        last, value = answer, min(value, answer_value)
+        if answer.bound > bound:
+            bound, duals = answer.bound, answer.duals
+        priced = np.flatnonzero(~keep & (reduced < -1e-9))
+        if priced.size == 0:
+            break
+        keep[priced[np.argsort(reduced[priced], kind="stable")][:PRICED_COLUMNS]] = True
+    if last.x is None:
+        return last, math.inf
+    return dataclasses.replace(last, bound=bound, duals=duals), value
+
+
+def _restricted_lp(form: Formulation, keep: np.ndarray, factor: float,
+                   time_limit: float | None) -> tuple[LPAnswer, float, np.ndarray]:
+    """``(answer, value, reduced costs in scaled units)`` of the LP on the ``keep`` columns by
+    the dual simplex; the answer's bound is ``dual_bound`` of its duals over every column."""
     columns = np.flatnonzero(keep)
     renumber = np.full(form.num_vars, -1, dtype=np.int64)
     renumber[columns] = np.arange(columns.size)
@@ -247,18 +277,18 @@ def _solve_on_support(form: Formulation, primal: np.ndarray | None, largest: np.
                               cols=renumber[form.cols[used]], coefs=form.coefs[used], num_x=0,
                               offsets=np.zeros(1, dtype=np.int64), edge_maps=(), flow_maps=(),
                               window_maps=())
-    factor = objective_factor(form)
     # HiGHS' vertex: the one the measurements in ``lp_answers`` were made with (Glop's, on the
     # same support, can round to a plan that needs the polish)
     run = _run_highs(sub, factor, time_limit, barrier=False, glop=False)
     if run.x is None or run.duals is None:
-        return LPAnswer(None, -math.inf), math.inf
+        return LPAnswer(None, -math.inf), math.inf, np.zeros(0)
     values = np.zeros(form.num_vars)
     values[columns] = run.x
     choice, weight = decode_weighted(form, values)
     value = float(form.obj @ values + form.constant)
-    return LPAnswer(choice, dual_bound(form, run.duals, factor), weight,
-                    duals=run.duals, values=values[:form.num_x]), value
+    _, reduced = reduced_costs(form, run.duals)
+    return (LPAnswer(choice, dual_bound(form, run.duals, factor), weight, duals=run.duals,
+                     values=values[:form.num_x]), value, reduced * factor)
 
 
 def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) -> LPAnswer:

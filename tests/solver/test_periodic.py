@@ -190,7 +190,7 @@ def test_capped_pdlp_plans_from_the_support_vertex_before_the_barrier(seed, monk
     with PDLP's bound, and the barrier runs only when that leaves the gap open. Either way the
     answer is bracketed by the exhaustive optimum. Seeds 0, 2, 3, 4 and 5 close without the
     barrier (asserted, so the check keeps testing both roads; seed 2 since dead-end
-    elimination shrinks its LP)."""
+    elimination shrinks its LP and the LP carries the last-tied-block rows)."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_MAX_ITERATIONS", 16)
     calls = []

@@ -10,6 +10,8 @@ and a plan called optimal costs exactly the true optimum.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -19,7 +21,7 @@ from solver import ChoiceProblem, solve
 from solver.backends.lp import solve_lp
 from solver.exact import exhaustive
 from solver.periodic import aggregate, expand, find_chain, periodic_lp
-from solver.periodic_close import close_gap, fixed_options, integral_mask
+from solver.periodic_close import close_gap, column_weights, fixed_options, integral_mask
 
 
 def overlap_chain(seed: int, layers: int, options: int) -> ChoiceProblem:
@@ -159,3 +161,67 @@ def test_partial_mip_closes_a_frustrated_cycle_through_the_rest(layers) -> None:
     solved = solve(problem)
     assert solved.optimal and solved.objective == 2.0
     assert solved.bound == pytest.approx(2.0, abs=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), layers=st.integers(4, 6), options=st.integers(2, 3),
+       noise=st.sampled_from([1e-3, 1e-1, 1.0]))
+def test_fixing_with_inexact_duals_keeps_a_true_bound(seed, layers, options, noise) -> None:
+    """PDLP's duals are approximate: fixing every variable (edge variables and flow arcs
+    too, weighted by their image in a plan) against them must still leave the partial MIP a
+    bound of the whole problem, whatever the duals."""
+    problem = overlap_chain(seed, layers, options)
+    if not _small(problem):
+        return
+    _, best = exhaustive(problem)
+    _, agg, lp, answer = _lp_and_duals(problem)
+    rng = np.random.default_rng(seed)
+    duals = answer.duals * (1 + noise * rng.standard_normal(answer.duals.size))
+    for incumbent in (best, best + 1e-6, best * 1.01 + 1e-3):
+        closed = close_gap(lp, agg, duals, incumbent, None, 0.0)
+        assert closed.bound <= best + 1e-9
+    weight, integral = column_weights(lp, agg)
+    assert (weight[lp.form.num_x:] > 0).any()  # edge variables are fixable too
+    assert integral.any()
+
+
+def test_fixing_keeps_the_image_of_every_cheaper_plan() -> None:
+    """Every plan cheaper than the incumbent, enumerated: its image (0/1 on the rest and the
+    distinct blocks, the share of tied blocks taking each option on the representative) is
+    never on a fixed option, whether the duals are exact or perturbed."""
+    checked = 0
+    for seed in range(6):
+        problem = overlap_chain(seed, 4, 2)
+        assert np.prod(problem.sizes, dtype=float) <= 10_000
+        _, best = exhaustive(problem)
+        chain, agg, lp, answer = _lp_and_duals(problem)
+        incumbent = best * 1.05 + 1e-3
+        cheaper = [plan for plan in itertools.product(*(range(size) for size in problem.sizes))
+                   if problem.evaluate(plan) < incumbent]
+        rng = np.random.default_rng(seed)
+        for duals in (answer.duals, answer.duals * (1 + 0.1 * rng.standard_normal(
+                answer.duals.size))):
+            upper, _ = fixed_options(lp, agg, duals, incumbent)
+            for plan in cheaper:
+                for node, option in _image(chain, agg, lp, plan):
+                    assert upper[lp.form.offsets[node] + option] == 1.0, (seed, plan)
+                checked += 1
+    assert checked > 0
+
+
+def _image(chain, agg, lp, plan):
+    """(LP node, option) pairs a plan's image puts weight on, for single-member LP nodes of
+    the rest, the distinct blocks and the tied representative."""
+    whole_of = {a: [i] for a, i in zip(agg.rest, chain.rest, strict=True)}
+    for k, nodes in enumerate(agg.block_nodes):
+        if k not in agg.tied:
+            whole_of.update({a: [i] for a, i in zip(nodes, chain.blocks[k], strict=True)})
+    for r, a in enumerate(agg.block_nodes[agg.tied[0]]):
+        whole_of[a] = [chain.blocks[k][r] for k in agg.tied]
+    for node, members in enumerate(lp.members):
+        if len(members) == 1 and members[0] in whole_of:
+            table = lp.tables[node][:, 0]
+            for original in {plan[i] for i in whole_of[members[0]]}:
+                hits = np.flatnonzero(table == original)
+                if hits.size:
+                    yield node, int(hits[0])
