@@ -115,9 +115,9 @@ def column_weights(lp: PeriodicLP, agg: Aggregated) -> tuple[np.ndarray, np.ndar
     weight[:form.num_x] = np.repeat(node_weight, np.diff(form.offsets))
     for u, v, _, _, lookup in form.edge_maps:
         weight[lookup[lookup >= 0]] = min(node_weight[u], node_weight[v])
-    for flow in form.flow_maps:
-        weight[flow.first:flow.first + flow.arcs.size] = min(node_weight[flow.u],
-                                                              node_weight[flow.v])
+    for flow in form.flow_maps:  # a substituted arc (-1) rides on its node's x
+        weight[flow.variables[flow.variables >= 0]] = min(node_weight[flow.u],
+                                                          node_weight[flow.v])
     for window in form.window_maps:
         weight[window.var] = 0.0
     return weight, np.repeat(integral, np.diff(form.offsets))
@@ -215,8 +215,9 @@ def support_columns(form: Formulation, values: np.ndarray) -> np.ndarray:
     for flow in form.flow_maps:
         for row in np.unique(flow.inv_r[chosen[flow.u]]):
             for column in np.unique(flow.inv_c[chosen[flow.v]]):
-                route = cheapest_route(flow.arcs, int(row), flow.rows + int(column))
-                keep[flow.first + route] = True
+                route = flow.variables[cheapest_route(flow.arcs, int(row),
+                                                      flow.rows + int(column))]
+                keep[route[route >= 0]] = True  # a substituted arc rides on a kept x
     for window in form.window_maps:
         keep[window.var] = True
     return keep
