@@ -31,6 +31,7 @@ with window terms, whose best option would depend on the other streams.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -152,33 +153,24 @@ def prune_dominated(work: Work, deadline: float | None = None,
     their features were read from; a node whose costs, memory and incident matrices are
     still those very arrays is not compared again (a 3-axis periodic LP build: 864
     comparisons over three rounds of ``reduce_work``, 515 with this)."""
-    pending = work.nodes()
-    any_change = False
-    while pending:
-        touched: set[int] = set()
-        for node in pending:
-            if deadline is not None and time.perf_counter() > deadline:
-                return any_change
-            if work.costs[node].size < 2 or node in work.frozen:
-                continue
-            sources = _feature_sources(work, node) if clean is not None else ()
-            if clean is not None and node in clean and _same_sources(clean[node], sources):
-                continue
-            drop = _dominated(_features(work, node, []))
-            if drop.any():
-                work.restrict(node, ~drop)
-                touched.update(work.adj[node])
-                any_change = True
-            elif clean is not None:
-                clean[node] = sources
-        pending = sorted(touched)
-    return any_change
+    return _prune(work, deadline, clean, lambda node: node in work.frozen,
+                  lambda node: _dominated(_features(work, node, [])))
 
 
 def prune_dead_ends(work: Work, deadline: float | None = None,
                     clean: dict[int, tuple] | None = None) -> bool:
     """Drop dead-end options (``solver.dead_end``) at every node, to a fixpoint (or until
     ``deadline``); ``clean`` as in ``prune_dominated``, a cache of its own."""
+    return _prune(work, deadline, clean,
+                  lambda node: node not in work.costs or node in work.frozen
+                  or work.in_window(node),
+                  lambda node: dead_options(work, node))
+
+
+def _prune(work: Work, deadline: float | None, clean: dict[int, tuple] | None,
+           skip: Callable[[int], bool], droppable: Callable[[int], np.ndarray]) -> bool:
+    """Restrict every node not ``skip``-ped to the options ``droppable`` leaves, revisiting
+    the neighbours of every node that lost one, to a fixpoint (or until ``deadline``)."""
     pending = work.nodes()
     any_change = False
     while pending:
@@ -186,15 +178,14 @@ def prune_dead_ends(work: Work, deadline: float | None = None,
         for node in pending:
             if deadline is not None and time.perf_counter() > deadline:
                 return any_change
-            if (node not in work.costs or work.costs[node].size < 2 or node in work.frozen
-                    or work.in_window(node)):
+            if skip(node) or work.costs[node].size < 2:
                 continue
             sources = _feature_sources(work, node) if clean is not None else ()
             if clean is not None and node in clean and _same_sources(clean[node], sources):
                 continue
-            dead = dead_options(work, node)
-            if dead.any():
-                work.restrict(node, ~dead)
+            drop = droppable(node)
+            if drop.any():
+                work.restrict(node, ~drop)
                 touched.update(work.adj[node])
                 any_change = True
             elif clean is not None:
