@@ -281,9 +281,12 @@ def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
     choices = best.choices
     cheap = [p for p in probes if not p.fits and p.cost < best.cost]
     if cheap and not closed(best.cost, bound, gap):
-        mixed = _mixed(problem, chain, min(cheap, key=lambda p: (p.cost, -p.price)), best)
-        if mixed is not None:
-            choices = mixed[0]
+        # every cheaper non-fitting plan as the mix's cheap side, the best mix kept: the
+        # cheapest one (often the free optimum, far over the memory) is not always the best
+        mixes = [found for p in sorted(cheap, key=lambda p: (p.cost, -p.price))
+                 if (found := _mixed(problem, chain, p, best)) is not None]
+        if mixes:
+            choices = min(mixes, key=lambda m: m[1])[0]
         clock.lap("priced_mix")
     timed_out = clock.remaining() == 0.0
     assert bound is not None
