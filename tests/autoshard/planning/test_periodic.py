@@ -75,10 +75,10 @@ def test_a_restricted_plan_says_so_and_states_the_gap(tmp_path):
     """llama3-8b-shaped, 4 layers at seq 2048 on dp=4,tp=2: the chain LP does not close with one
     distinct end block (there are too few layers for two), so the plan comes from a restricted
     search (the LP's interior with the rest re-optimised around it, or identical interior
-    layers), with the gap to a bound of the whole problem, and every output says so. (At the default seq 4096 the instance closes: the attention
-    strategies of context parallelism, a ring over dp and the backward's query-head groups,
-    change its LP. On dp=2,tp=4, the instance this test used before the LP got its
-    last-tied-block rows, it now closes too.)"""
+    layers), with the gap to a bound of the whole problem, and every output says so. (At the
+    default seq 4096 the instance closes: the attention strategies of context parallelism, a
+    ring over dp and the backward's query-head groups, change its LP. On dp=2,tp=4, the
+    instance this test used before the LP got its last-tied-block rows, it now closes too.)"""
     import json
 
     from click.testing import CliRunner
