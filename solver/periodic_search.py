@@ -188,7 +188,7 @@ class _Search:
         self.offer(choices, value, "", ends)
 
     def close(self, agg: Aggregated, lp: PeriodicLP, ends: int, exact: bool = True,
-              limit: int = MAX_VARS) -> None:
+              limit: int | None = None) -> None:
         """The partial MIP of the LP (:mod:`solver.periodic_close`): a tighter bound, and a
         plan when its point is a better one. After the simplex (``exact``) only where the
         LP split a node the MIP makes integral; after PDLP, whose duals are approximate,
@@ -202,7 +202,7 @@ class _Search:
             kept = kept_after_fixing(lp, agg, self.duals, self.best_value)
             logger.info("reduced-cost fixing keeps %d of %d LP variables", kept,
                         lp.form.num_vars)
-            if kept > limit:
+            if kept > (MAX_VARS if limit is None else limit):
                 return
         remaining = self.clock.remaining()
         closed = close_gap(lp, agg, self.duals, self.best_value, remaining, self.gap)

@@ -76,7 +76,8 @@ class PdlpRunner:
             criteria.time_sec_limit = max(time_limit, 0.01)
         initial = None
         if start is not None:
-            params.initial_primal_weight = start.primal_weight
+            if 1e-50 < start.primal_weight < 1e50:  # PDLP's accepted range (else its own)
+                params.initial_primal_weight = start.primal_weight
             initial = pdlp.PrimalAndDualSolution()
             initial.primal_solution = start.primal
             initial.dual_solution = start.duals
