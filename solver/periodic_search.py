@@ -8,7 +8,9 @@ relaxed, or PDLP's x split nodes between optimal vertices), the tied blocks are 
 LP's choices and the rest re-optimised exactly only where the LP hesitated (:func:`_polish`);
 then the next LP answer (a vertex on PDLP's support, a tenth of a second) gets the same; only
 then is all of the rest re-optimised (:mod:`solver.polish`), before any answer that solves the
-whole LP again. An LP small enough for the simplex that split a node of the rest or of a
+whole LP again. While PDLP runs, its point is looked at between legs: the plan its x rounds to,
+proven by reduced-cost fixing and the partial MIP as soon as fixing leaves a small MIP
+(:meth:`_Search.interim`). An LP small enough for the simplex that split a node of the rest or of a
 distinct block is first closed by its partial MIP (:mod:`solver.periodic_close`: those nodes
 integral, the tied representative free, after reduced-cost fixing), which proves llama3-70b on
 dp=8,tp=8 optimal with one distinct block at each end. If a gap is left, the plan says what
