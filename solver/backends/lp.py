@@ -415,9 +415,9 @@ def _pdlp_answer(form: Formulation, point: PdlpPoint, interim: bool = False) -> 
                     duals=point.duals, values=point.primal[:form.num_x], interim=interim)
 
 
-def _log_pdlp(form: Formulation, point: PdlpPoint) -> None:
+def _log_pdlp(form: Formulation, point: PdlpPoint, reason: str = "") -> None:
     logger.info("PDLP: %d variables, %d iterations, %.1f s, %s", form.num_vars,
-                point.iterations, point.seconds, point.reason)
+                point.iterations, point.seconds, reason or point.reason)
 
 
 def _pdlp_legs(form: Formulation, time_limit: float | None, eps: float
@@ -439,6 +439,7 @@ def _pdlp_legs(form: Formulation, time_limit: float | None, eps: float
         point = leg
         if point.converged or end == PDLP_MAX_ITERATIONS or point.reason.endswith("TIME_LIMIT"):
             break
+        _log_pdlp(form, point, "interim")
         yield _pdlp_answer(form, point, interim=True)
     if point is None:
         yield LPAnswer(None, -math.inf), None, False
