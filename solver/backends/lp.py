@@ -68,6 +68,9 @@ PDLP_EPS = 1e-6
 PDLP_SHARDS = 8
 NO_RESTARTS = 1  # PrimalDualHybridGradientParams.RestartStrategy (module docstring)
 PDLP_MAX_ITERATIONS = 5_000  # the slowest LP that converges without restarts needs 4,992
+# mid-size LPs try PDLP first, for at most this many iterations (module docstring)
+PDLP_TRY_VARS = 40_000
+PDLP_TRY_ITERATIONS = 1_280
 SIMPLEX = "GLOP"  # the dual simplex of LPs without memory rows ("HIGHS": HiGHS' everywhere)
 
 
@@ -187,7 +190,10 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
       LP value and the same 129 fractional nodes as the barrier with crossover, which took
       48 s. The barrier's answer, with the LP optimum as its bound, comes last."""
     if form.num_vars < PDLP_MIN_VARS or form.memory_rows:
-        yield _solve_highs_lp(form, time_limit, barrier=False)
+        if form.num_vars >= PDLP_TRY_VARS and not form.memory_rows:
+            yield from _pdlp_then_simplex(form, time_limit, gap)
+        else:
+            yield _solve_highs_lp(form, time_limit, barrier=False)
         return
     start = time.perf_counter()
     first, primal, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
@@ -211,6 +217,42 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     yield LPAnswer(kept.x, max(bound, barrier.bound), kept.weight,
                    duals=barrier.duals if barrier.bound >= bound else last.duals,
                    values=kept.values)
+
+
+def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float
+                       ) -> Iterator[LPAnswer]:
+    """A mid-size LP: PDLP for at most ``PDLP_TRY_ITERATIONS``, and when it converged its
+    answer and the vertex on its support, as for large LPs; when it did not (the LP's optimum
+    is fractional or degenerate, where PDLP crawls), the dual simplex, as for small LPs
+    (module docstring)."""
+    from solver.backends.pdlp_proto import run_pdlp
+
+    start = time.perf_counter()
+    factor = objective_factor(form)
+    run = run_pdlp(form, factor, time_limit, eps=pdlp_tolerance(gap),
+                   max_iterations=PDLP_TRY_ITERATIONS, threads=_threads, shards=PDLP_SHARDS)
+    logger.info("PDLP: %d variables, %d iterations%s", form.num_vars, run.iterations,
+                "" if run.converged else ", not converged: the dual simplex instead")
+    first = LPAnswer(None, -math.inf)
+    if run.duals is not None:
+        first = LPAnswer(None, dual_bound(form, run.duals, factor), duals=run.duals)
+    if run.converged and run.x is not None and run.duals is not None:
+        choice, weight = decode_weighted(form, run.x)
+        first = dataclasses.replace(first, x=choice, weight=weight, values=run.x[:form.num_x])
+        yield dataclasses.replace(first, next_is_cheap=True)
+        support, value = _solve_on_support(form, run.x, choice, _left(time_limit, start))
+        logger.info("support LP: value %.10g, bound %.10g", value,
+                    max(first.bound, support.bound))
+        if support.x is not None:
+            yield LPAnswer(support.x, max(first.bound, support.bound), support.weight,
+                           duals=support.duals if support.bound >= first.bound
+                           else first.duals, values=support.values)
+        return
+    left = _left(time_limit, start)
+    if left is not None and left <= 0:
+        yield first  # out of time: PDLP's duals still bound the LP
+        return
+    yield _solve_highs_lp(form, left, barrier=False)
 
 
 def _left(time_limit: float | None, start: float) -> float | None:
