@@ -14,9 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solver import solve
-from solver.backends import lp
+from solver.backends import lp, pdlp_proto
 from solver.backends.formulation import build
-from solver.backends.pdlp_proto import run_pdlp
 from solver.compact import build_work, index_work
 from solver.exact import exhaustive
 from tests.solver.backends.test_lp_bound import chain_like, small_problem
@@ -102,15 +101,16 @@ def test_periodic_chain_through_the_mid_size_path_is_bracketed(seed, layers, per
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_pdlp_through_the_proto_is_the_pdlp_of_the_binding(seed):
-    """Same parameters, same iterate: the proto route only skips the SciPy import."""
+def test_pdlp_through_the_proto_is_the_pdlp_of_the_binding(seed, monkeypatch):
+    """Same parameters (the binding's default smoothing), same iterate: the proto route
+    only skips the SciPy import."""
+    monkeypatch.setattr(pdlp_proto, "SMOOTHING", 0.5)
     form = build(index_work(build_work(chain_like(seed))), flow=True)
     factor = lp.objective_factor(form)
-    run = run_pdlp(form, factor, None, eps=lp.PDLP_EPS, max_iterations=lp.PDLP_MAX_ITERATIONS,
+    run = pdlp_proto.run_pdlp(form, factor, None, eps=lp.PDLP_EPS, max_iterations=lp.PDLP_MAX_ITERATIONS,
                    threads=1, shards=lp.PDLP_SHARDS)
     binding, primal, converged = lp._solve_pdlp(form, None, lp.PDLP_EPS)
     assert run.converged == converged
     assert run.x is not None and run.duals is not None
-    assert lp.dual_bound(form, run.duals, factor) == pytest.approx(binding.bound, rel=1e-9,
-                                                                   abs=1e-12)
-    assert np.allclose(run.x, primal, atol=1e-9)
+    assert lp.dual_bound(form, run.duals, factor) == binding.bound
+    assert np.array_equal(run.x, primal)
