@@ -42,9 +42,10 @@ class FirstOrderRun:
 
 def run_pdlp(form: Formulation, factor: float, time_limit: float | None, *, eps: float,
              max_iterations: int, threads: int, shards: int) -> FirstOrderRun:
-    """PDLP without restarts (primal weight smoothing ``SMOOTHING``) on ``form`` (objective scaled by ``factor``) to relative and
-    absolute tolerance ``eps``, for at most ``max_iterations`` (a count: the same answer on
-    every machine) and ``time_limit`` seconds. ``shards`` fixes the summation order, so the
+    """PDLP without restarts (primal weight smoothing ``SMOOTHING``) on ``form`` (objective
+    scaled by ``factor``) to relative and absolute tolerance ``eps``, for at most
+    ``max_iterations`` (a count: the same answer on every machine) and ``time_limit``
+    seconds. ``shards`` fixes the summation order, so the
     answer does not depend on ``threads``."""
     from ortools.math_opt import parameters_pb2, result_pb2
 

@@ -107,8 +107,9 @@ def test_pdlp_through_the_proto_is_the_pdlp_of_the_binding(seed, monkeypatch):
     monkeypatch.setattr(pdlp_proto, "SMOOTHING", 0.5)
     form = build(index_work(build_work(chain_like(seed))), flow=True)
     factor = lp.objective_factor(form)
-    run = pdlp_proto.run_pdlp(form, factor, None, eps=lp.PDLP_EPS, max_iterations=lp.PDLP_MAX_ITERATIONS,
-                   threads=1, shards=lp.PDLP_SHARDS)
+    run = pdlp_proto.run_pdlp(form, factor, None, eps=lp.PDLP_EPS,
+                              max_iterations=lp.PDLP_MAX_ITERATIONS, threads=1,
+                              shards=lp.PDLP_SHARDS)
     binding, primal, converged = lp._solve_pdlp(form, None, lp.PDLP_EPS)
     assert run.converged == converged
     assert run.x is not None and run.duals is not None
