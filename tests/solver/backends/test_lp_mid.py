@@ -115,3 +115,18 @@ def test_pdlp_through_the_proto_is_the_pdlp_of_the_binding(seed, monkeypatch):
     assert run.x is not None and run.duals is not None
     assert lp.dual_bound(form, run.duals, factor) == binding.bound
     assert np.array_equal(run.x, primal)
+
+
+def test_mid_size_path_cut_short_by_time_still_bounds(monkeypatch):
+    """A time limit that stops PDLP (and the simplex after it) may weaken the bound, never
+    make it wrong."""
+    monkeypatch.setattr(lp, "PDLP_TRY_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_EPS", 1e-12)
+    for seed in range(6):
+        problem = small_problem(seed)
+        _, best = exhaustive(problem)
+        form = build(index_work(build_work(problem)), flow=True)
+        for answer in lp.lp_answers(form, 1e-3, gap=1e-11):
+            assert answer.bound <= best + 1e-9
+            assert answer.x is None or index_work(build_work(problem)).evaluate(
+                answer.x) >= best - 1e-9
