@@ -12,20 +12,8 @@ LPs). Large ones (3-axis meshes: ~400 k variables, most of them flow arcs) go to
 OR-Tools' first-order primal-dual method, which needs only matrix-vector products.
 
 Mid-size LPs without memory rows (``PDLP_TRY_VARS`` variables and up) try PDLP first, for at
-most ``PDLP_TRY_ITERATIONS``, and go to the dual simplex only if it did not converge. Under
-measured-curve link prices every reshard has its own latency floor and bandwidth ramp, so the
-periodic LPs have ~2x the distinct prices of alpha-beta ones and little of the degeneracy the
-simplex feeds on: Glop needs ~10,000 iterations where alpha-beta LPs need 1,400–3,000. PDLP
-does not care: it converges on the tight, integral ones in under a thousand (seconds on one
-loaded 2-core machine, the LPs as ``periodic_lp`` writes them, training with the dgx-h100
-preset: gpt2 dp=2,tp=4, 55 k variables: Glop 10,157 iterations, 1.7 s; PDLP 896 iterations,
-0.33 s at its default settings, 640 with the smoothing of ``pdlp_proto``; llama3-8b
-dp=8,tp=8, 46 k: Glop 10,323, 1.5 s; PDLP 1,152, 0.38 s, then 704, its bound at the plan).
-Where the LP optimum is fractional it crawls (llama3-70b dp=8,tp=8, 43 k variables, 39 split
-nodes: not converged after 30,000 iterations), and some tight ones converge late
-(mixtral-8x7b ep=8,tp=8, 53 k: 2,496 iterations), so the cap bounds what a miss costs (~0.3 s
-of CPU). The alpha-beta LPs of these jobs have 17–35 k variables and stay with
-the simplex, which is faster on them (gpt2: 0.10 s against PDLP's 0.20 s).
+most ``PDLP_TRY_ITERATIONS``, and go to the dual simplex only if it did not converge
+(:mod:`solver.backends.pdlp_proto` says why, with the measurements).
 
 PDLP runs **without restarts**, up to 5,000 iterations (a count, not a time, so the answer
 stays the same bytes on every machine). On these LPs that is usually 2–4× faster than its
