@@ -9,12 +9,15 @@ does not care: it converges on the tight, integral ones in under a thousand (sec
 loaded 2-core machine, the LPs as ``periodic_lp`` writes them, training with the dgx-h100
 preset: gpt2 dp=2,tp=4, 55 k variables: Glop 10,157 iterations, 1.7 s; PDLP 896 iterations,
 0.33 s at its default settings, 640 with ``SMOOTHING``; llama3-8b dp=8,tp=8, 46 k: Glop
-10,323, 1.5 s; PDLP 1,152, 0.38 s, then 704, its bound at the plan).
+10,323, 1.5 s; PDLP 1,152, 0.38 s, then 704, its bound at the plan). ``lp`` asks for a tenth
+of the tolerance of large LPs (1e-7 at the default gap): 704 and 832 iterations, bounds within
+1e-13 of the plans, and x that rounds to the optimal plan, where llama3-8b's at 1e-6 rounded
+to one 5.5e-7 above it (inside the gap, so the search stopped there).
 Where the LP optimum is fractional it crawls (llama3-70b dp=8,tp=8, 43 k variables, 39 split
 nodes: not converged after 30,000 iterations), and some tight ones converge late
-(mixtral-8x7b ep=8,tp=8, 53 k: 2,496 iterations), so the cap bounds what a miss costs (~0.3 s
-of CPU). The alpha-beta LPs of these jobs have 17–35 k variables and stay with the simplex,
-which is faster on them (gpt2: 0.10 s against PDLP's 0.20 s).
+(mixtral-8x7b ep=8,tp=8, 53 k: 2,624 iterations at 1e-7), so the cap bounds what a miss
+costs (~0.3 s of CPU). The alpha-beta LPs of these jobs have 17–35 k variables and stay with
+the simplex, which is faster on them (gpt2: 0.10 s against PDLP's 0.20 s).
 
 The large LPs go to PDLP's own Python binding, which takes a SciPy matrix (no proto of a
 million terms). Below a few hundred thousand variables the proto costs ~0.05 s, while the
