@@ -41,7 +41,7 @@ class PdlpRunner:
     """One LP set up for PDLP: ``run`` makes a leg of at most ``iterations`` more."""
 
     def __init__(self, form: Formulation, factor: float, eps: float, threads: int,
-                 shards: int):
+                 shards: int, smoothing: float = 0.5):
         import scipy.sparse as sparse
         from ortools.pdlp.python import pdlp
 
@@ -55,6 +55,7 @@ class PdlpRunner:
         program.variable_lower_bounds = np.zeros(form.num_vars)
         program.variable_upper_bounds = np.ones(form.num_vars)
         self.program, self.eps, self.threads, self.shards = program, eps, threads, shards
+        self.smoothing = smoothing  # PDLP's primal_weight_update_smoothing (its default 0.5)
         self.rows, self.cols = form.row_lo.size, form.num_vars
 
     def run(self, iterations: int, time_limit: float | None, start: PdlpPoint | None
@@ -68,6 +69,7 @@ class PdlpRunner:
         params.num_threads = self.threads
         params.num_shards = self.shards
         params.restart_strategy = NO_RESTARTS
+        params.primal_weight_update_smoothing = self.smoothing
         criteria = params.termination_criteria
         criteria.simple_optimality_criteria.eps_optimal_relative = self.eps
         criteria.simple_optimality_criteria.eps_optimal_absolute = self.eps
