@@ -98,8 +98,8 @@ def _solve_chain_with_memory(problem: ChoiceProblem, chain: Chain, clock: Clock,
     goes on to the tied search, which starts from the better of the two bounds and keeps the
     better plan (it cannot raise the bound, only find a better plan)."""
     priced = solve_priced(problem, chain, clock, gap, before, known_bound, free_choices)
-    if priced is not None and closed(priced.objective, priced.bound,
-                                     max(gap, GOOD_ENOUGH_GAP)):
+    if priced is not None and (closed(priced.objective, priced.bound,
+                                      max(gap, GOOD_ENOUGH_GAP)) or clock.expired()):
         return priced
     bound = known_bound if priced is None else priced.bound
     tied = solve_restricted(problem, chain, clock, gap, before, bound)

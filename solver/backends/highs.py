@@ -59,8 +59,9 @@ def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
         if x is not None and ix.fits(x) and \
                 ix.evaluate(x) - floor <= gap * max(abs(floor), 1e-300):
             return BackendResult(x=x, bound=floor, timed_out=False)
-        if time_limit is not None:
-            time_limit = max(time_limit - (time.perf_counter() - start), 0.01)
+        time_limit = _left(time_limit, start)
+        if time_limit == 0.0 and x is not None and ix.fits(x):
+            return BackendResult(x=x, bound=floor, timed_out=True)  # solver.clock
         if relaxed.duals is not None and relaxed.values is not None:
             # every answer's support: PDLP's point lies inside the optimal face, its
             # vertex on one corner of it
@@ -101,13 +102,24 @@ def _fix(ix: Indexed, form: Formulation, relaxed: LPAnswer, support: np.ndarray,
         return BackendResult(x=None, bound=relaxed.bound, timed_out=True)
     incumbent = min(plans, key=ix.evaluate)
     logger.info("support plan %.10g, LP bound %.10g", ix.evaluate(incumbent), relaxed.bound)
-    if time_limit is not None:
-        time_limit = max(time_limit - (time.perf_counter() - start), 0.01)
+    late = BackendResult(x=incumbent, bound=relaxed.bound, timed_out=True)
+    if _left(time_limit, start) == 0.0:
+        return late  # no phase starts after the deadline (solver.clock)
     if not closed(ix.evaluate(incumbent), relaxed.bound, gap):
-        incumbent = neighbourhood_plan(ix, form, relaxed.duals, incumbent, time_limit, gap)
+        incumbent = neighbourhood_plan(ix, form, relaxed.duals, incumbent,
+                                       _left(time_limit, start), gap)
         logger.info("neighbourhood plan %.10g", ix.evaluate(incumbent))
-        if time_limit is not None:
-            time_limit = max(time_limit - (time.perf_counter() - start), 0.01)
+        late = BackendResult(x=incumbent, bound=relaxed.bound, timed_out=True)
+        if _left(time_limit, start) == 0.0:
+            return late
+    time_limit = _left(time_limit, start)
     fixed = fix_and_solve(ix, form, relaxed.duals, incumbent, time_limit, gap)
     bound = max(relaxed.bound, fixed.bound)
     return BackendResult(x=fixed.x, bound=bound, timed_out=not fixed.optimal)
+
+
+def _left(time_limit: float | None, start: float) -> float | None:
+    """Seconds of ``time_limit`` left since ``start`` (0 once it has run out)."""
+    if time_limit is None:
+        return None
+    return max(time_limit - (time.perf_counter() - start), 0.0)

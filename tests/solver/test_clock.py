@@ -1,0 +1,61 @@
+"""The time limit holds for the whole solve: once the deadline has passed, no optional phase
+starts (``solver.clock``).
+
+A slow instance is constructed by its clock, not by its size: the solve's clock runs out the
+moment a chosen phase ends, as if that phase had taken all the time (a 3-axis periodic LP
+does). Nothing here is timed: the checks count the phases that ran after the deadline, and
+compare the answer with exhaustive search of the whole problem (``solver.exact``, which
+shares no code with the periodic road), so a late answer is still a plan with a valid bound.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import solver.api as api
+from solver import solve
+from solver.clock import Clock
+from solver.exact import exhaustive
+from solver.solution import SolveStatus
+from tests.solver.test_periodic import chain_problem
+from tests.solver.test_periodic_close import overlap_chain
+
+
+def _expiring_at(phase: str) -> type[Clock]:
+    class Expiring(Clock):
+        """A clock whose deadline passes when ``phase`` first ends."""
+
+        def lap(self, name: str) -> None:
+            super().lap(name)
+            if name == phase:
+                self.deadline = self.start
+
+    return Expiring
+
+
+# chains whose periodic road, given all the time it wants, goes on past its first LP: the
+# polish, the partial MIP and the tied search
+CHAINS = [("chain", 6), ("chain", 7), ("overlap", 4), ("overlap", 7)]
+
+
+def _problem(kind: str, seed: int):
+    return chain_problem(seed, 5, 2, 3, 2) if kind == "chain" else overlap_chain(seed, 5, 2)
+
+
+@pytest.mark.parametrize(("kind", "seed"), CHAINS)
+@pytest.mark.parametrize("phase", ["periodic_lp", "polish"])
+def test_no_phase_starts_after_the_deadline(kind, seed, phase, monkeypatch) -> None:
+    problem = _problem(kind, seed)
+    _, best = exhaustive(problem)
+    unhurried = [name for name, _ in solve(problem).stats.seconds]
+    assert phase in unhurried
+    assert len(unhurried) > unhurried.index(phase) + 1  # it would go on if it had the time
+    monkeypatch.setattr(api, "Clock", _expiring_at(phase))
+    answer = solve(problem, time_limit=3600.0)
+    names = [name for name, _ in answer.stats.seconds]
+    assert names == unhurried[:unhurried.index(phase) + 1]
+    assert answer.objective == pytest.approx(problem.evaluate(answer.choices))
+    assert answer.objective >= best - 1e-9
+    assert answer.bound <= best + 1e-9
+    if not answer.optimal:
+        assert answer.status is SolveStatus.TIME_LIMIT
