@@ -13,7 +13,10 @@ and an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from solver.clock import Clock
 from solver.errors import UnknownBackendError
@@ -102,7 +105,35 @@ def _solve_chain_with_memory(problem: ChoiceProblem, chain: Chain, clock: Clock,
                                       max(gap, GOOD_ENOUGH_GAP)) or clock.expired()):
         return priced
     bound = known_bound if priced is None else priced.bound
+    if priced is None and clock.expired():
+        lean = leanest(problem)  # no time for a search: a plan that fits, at once
+        if lean is not None:
+            return finish(problem, lean, -math.inf if bound is None else bound, True, clock,
+                          "leanest", before, before)
     tied = solve_restricted(problem, chain, clock, gap, before, bound)
     if priced is not None and priced.objective < tied.objective:
         return priced
     return tied
+
+
+def leanest(problem: ChoiceProblem) -> tuple[int, ...] | None:
+    """The plan that takes, at every node, the finite-cost option with the least memory
+    summed over every memory row (the cheapest among equals), if it fits; ``None`` if not.
+    Linear in the rows' terms, with no model built: what a solve whose deadline has passed
+    before it found any fitting plan returns (``solver.clock``).
+
+    Example:
+        >>> p = ChoiceProblem(node_costs=[[1.0, 2.0, 0.0]], node_memory=[[1.0, 1.0, 0.0]],
+        ...                   memory_limit=0.5)
+        >>> leanest(p)
+        (2,)
+    """
+    weight = [np.zeros(size) for size in problem.sizes]
+    for row in problem.memory_rows():
+        for node, vector in row:
+            weight[node] += vector
+    choices = tuple(int(np.lexsort((cost, np.where(np.isfinite(cost), memory, np.inf)))[0])
+                    for cost, memory in zip(problem.node_costs, weight, strict=True))
+    peak = problem.peak_memory(choices)
+    fits = peak is None or problem.memory_limit is None or peak <= problem.memory_limit
+    return choices if fits and math.isfinite(problem.evaluate(choices)) else None

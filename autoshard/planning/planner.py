@@ -404,9 +404,11 @@ class _Planner:
         if self.memory.constrained_peak(free.choices) <= budget:
             return free
 
+        rows = self.memory.rows(budget)  # once: each shared-reshard round reuses them
+
         def constrained(p: solver.ChoiceProblem) -> solver.ChoiceProblem:
             return solver.ChoiceProblem(node_costs=p.node_costs, edges=p.edges,
-                                        liveness=self.memory.rows(budget), memory_limit=budget,
+                                        liveness=rows, memory_limit=budget,
                                         blocks=p.blocks, windows=p.windows)
 
         try:

@@ -15,6 +15,7 @@ import pytest
 import solver.api as api
 from solver import solve
 from solver.clock import Clock
+from solver.errors import Infeasible
 from solver.exact import exhaustive
 from solver.solution import SolveStatus
 from tests.solver.test_periodic import chain_problem
@@ -59,3 +60,36 @@ def test_no_phase_starts_after_the_deadline(kind, seed, phase, monkeypatch) -> N
     assert answer.bound <= best + 1e-9
     if not answer.optimal:
         assert answer.status is SolveStatus.TIME_LIMIT
+
+
+class _Expired(Clock):
+    """A clock whose deadline has passed before the solve begins."""
+
+    def __init__(self, time_limit: float | None):
+        super().__init__(time_limit)
+        self.deadline = self.start
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_memory_bound_chain_out_of_time_still_returns_a_plan_that_fits(seed,
+                                                                         monkeypatch) -> None:
+    """No time at all for a chain whose memory binds: no price search and no tied search
+    start, and the plan returned fits (or the solve says nothing fits, as exhaustive search
+    does)."""
+    problem = chain_problem(seed, 5, 1, 3, 2, memory=True)
+    try:
+        _, best = exhaustive(problem)
+    except Infeasible:  # nothing fits: the late solve may not invent a plan
+        best = None
+    monkeypatch.setattr(api, "Clock", _Expired)
+    try:
+        answer = solve(problem, time_limit=3600.0)
+    except Infeasible:
+        assert best is None
+        return
+    assert best is not None
+    assert [name for name, _ in answer.stats.seconds
+            if name.startswith(("priced_", "restricted_"))] == []
+    assert problem.peak_memory(answer.choices) <= problem.memory_limit
+    assert answer.objective >= best - 1e-9
+    assert answer.bound <= best + 1e-9
