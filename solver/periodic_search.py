@@ -280,6 +280,7 @@ def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
     except (Infeasible, NoSolutionError):
         return None
     clock.lap("polish")
+    logger.info("polish: %s", ", ".join(f"{name} {s:.1f} s" for name, s in answer.stats.seconds))
     return answer
 
 

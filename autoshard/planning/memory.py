@@ -148,7 +148,9 @@ class MemoryModel:
         starts: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(keep.size + 1)]
         stops: list[list[int]] = [[] for _ in range(keep.size + 1)]
         for node in sorted(spans):
-            for a, b, vector in _node_runs(spans[node]):
+            for a, b, bytes_ in _node_runs(spans[node]):
+                vector = np.asarray(bytes_, dtype=np.float64).view()
+                vector.setflags(write=False)  # read-only: the solver takes the pair as it is
                 if a == 0 and b == keep.size:
                     everywhere.append((node, vector))
                 else:

@@ -93,3 +93,39 @@ def test_a_memory_bound_chain_out_of_time_still_returns_a_plan_that_fits(seed,
     assert problem.peak_memory(answer.choices) <= problem.memory_limit
     assert answer.objective >= best - 1e-9
     assert answer.bound <= best + 1e-9
+
+
+class _ExpiresAfterAPricedSolve(Clock):
+    """A clock whose deadline passes once the price search has solved one priced chain
+    (its phases are copied into this clock's, named ``priced_*``)."""
+
+    def expired(self) -> bool:
+        return any(name.startswith("priced_") for name, _ in self.phases)
+
+    def remaining(self) -> float | None:
+        return 0.0 if self.expired() else super().remaining()
+
+
+@pytest.mark.parametrize(("seed", "per_block"), [(0, 1), (2, 1), (3, 1), (5, 1)])
+def test_the_block_mix_of_the_price_search_does_not_start_after_the_deadline(
+        seed, per_block, monkeypatch) -> None:
+    import solver.memory_price as memory_price
+
+    problem = chain_problem(seed, 6, per_block, 3, 2, memory=True)
+    mixes = []
+    real = memory_price._mixed
+
+    def counted(*args):
+        mixes.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(memory_price, "_mixed", counted)
+    solve(problem)
+    assert mixes  # given the time, the search mixes blocks
+    mixes.clear()
+    monkeypatch.setattr(api, "Clock", _ExpiresAfterAPricedSolve)
+    answer = solve(problem, time_limit=3600.0)
+    assert mixes == []
+    assert problem.peak_memory(answer.choices) <= problem.memory_limit
+    _, best = exhaustive(problem)
+    assert best - 1e-9 <= answer.objective and answer.bound <= best + 1e-9

@@ -36,3 +36,22 @@ def test_rows_survive_a_pickle() -> None:
     p = pickle.loads(pickle.dumps(_problem()))
     assert p.peak_memory((1, 0)) == 4.0
     assert ChoiceProblem(node_costs=p.node_costs, liveness=p.liveness).peak_memory((0, 1)) == 2.0
+
+
+def test_a_pair_shared_by_rows_is_checked_and_a_bad_term_beside_it_is_not_missed() -> None:
+    import numpy as np
+
+    vector = np.array([1.0, 2.0])
+    vector.setflags(write=False)
+    shared = (0, vector)
+    good = ChoiceProblem(node_costs=[[1.0, 2.0], [3.0, 1.0]],
+                         liveness=[[shared], [shared, (1, [1.0, 1.0])], [shared]],
+                         memory_limit=3.0)
+    assert good.liveness[0][0] is shared and good.liveness[2][0] is shared
+    assert good.peak_memory((1, 0)) == 3.0
+    with pytest.raises(InvalidProblemError, match="must hold 2 finite values"):
+        ChoiceProblem(node_costs=[[1.0, 2.0], [3.0, 1.0]],
+                      liveness=[[shared], [shared, (1, [1.0, np.inf])], [shared]])
+    with pytest.raises(InvalidProblemError, match="refers to node 2"):
+        ChoiceProblem(node_costs=[[1.0, 2.0], [3.0, 1.0]],
+                      liveness=[[shared], [shared, (2, [1.0, 1.0])]])
