@@ -95,12 +95,13 @@ def test_a_memory_bound_chain_out_of_time_still_returns_a_plan_that_fits(seed,
     assert answer.bound <= best + 1e-9
 
 
-class _ExpiresAfterAPricedSolve(Clock):
-    """A clock whose deadline passes once the price search has solved one priced chain
-    (its phases are copied into this clock's, named ``priced_*``)."""
+class _ExpiresAfterTwoPricedSolves(Clock):
+    """A clock whose deadline passes once the price search has solved two priced chains
+    (their phases are copied into this clock's, named ``priced_*``): a plan that fits and
+    a cheaper one that does not, the two the block mix starts from."""
 
     def expired(self) -> bool:
-        return any(name.startswith("priced_") for name, _ in self.phases)
+        return sum(name == "priced_aggregate" for name, _ in self.phases) >= 2
 
     def remaining(self) -> float | None:
         return 0.0 if self.expired() else super().remaining()
@@ -123,7 +124,7 @@ def test_the_block_mix_of_the_price_search_does_not_start_after_the_deadline(
     solve(problem)
     assert mixes  # given the time, the search mixes blocks
     mixes.clear()
-    monkeypatch.setattr(api, "Clock", _ExpiresAfterAPricedSolve)
+    monkeypatch.setattr(api, "Clock", _ExpiresAfterTwoPricedSolves)
     answer = solve(problem, time_limit=3600.0)
     assert mixes == []
     assert problem.peak_memory(answer.choices) <= problem.memory_limit
