@@ -117,6 +117,21 @@ class MemoryModel:
         profile = self.profile(choices)
         return self.step_ops[int(np.argmax(profile))] if profile.size else ""
 
+    def _worst(self) -> np.ndarray:
+        """Per step, the most it could hold under any choices (each term at its largest)."""
+        most = np.zeros(self.steps + 1)
+        for term in self.terms:
+            top = float(term.vector.max())
+            most[term.start] += top
+            most[term.stop + 1] -= top
+        return np.cumsum(most)[: self.steps] + sum(float(v.max()) for _, v in self.held)
+
+    def may_exceed(self, limit: float) -> bool:
+        """Whether some step could exceed ``limit`` under some choices (``rows`` is not
+        empty), without building the rows."""
+        worst = self._worst()
+        return bool(worst.size and worst.max() > limit)
+
     def rows(self, limit: float) -> tuple[tuple[tuple[int, np.ndarray], ...], ...]:
         """One liveness row per step that could exceed ``limit`` under some choice, each
         with the ``held`` bytes added.
@@ -127,13 +142,7 @@ class MemoryModel:
         enters every row as the *same* ``(node, bytes)`` pair. Adding vectors per (term,
         step) instead took 126 s for llama3.1-405b on dp=8,fsdp=8,tp=8 and held a new array
         wherever two terms of a node met at a step."""
-        most = np.zeros(self.steps + 1)
-        for term in self.terms:
-            top = float(term.vector.max())
-            most[term.start] += top
-            most[term.stop + 1] -= top
-        worst = np.cumsum(most)[: self.steps] + sum(float(v.max()) for _, v in self.held)
-        keep = np.flatnonzero(worst > limit)
+        keep = np.flatnonzero(self._worst() > limit)
         if not keep.size:
             return ()
         first = np.searchsorted(keep, np.arange(self.steps + 1))  # first kept step >= t

@@ -401,7 +401,6 @@ class _Planner:
         options = self.options
         budget = limit - options.reserve
         start = time.perf_counter()
-        rows = self.memory.rows(budget)  # once: each shared-reshard round reuses them
 
         def remaining(share: float = 1.0) -> float | None:  # the limit covers every solve
             if options.time_limit is None:
@@ -409,11 +408,12 @@ class _Planner:
             return max(share * options.time_limit - (time.perf_counter() - start), 0.01)
 
         # when memory may bind, the free solve leaves the constrained one its share of the time
-        share = FREE_SHARE if rows else 1.0
+        share = FREE_SHARE if self.memory.may_exceed(budget) else 1.0
         free, self.problem = self.pricing.solve(lambda p: p, lambda p: solver.solve(
             p, time_limit=remaining(share), backend=options.backend, gap=options.gap))
         if self.memory.constrained_peak(free.choices) <= budget:
             return free
+        rows = self.memory.rows(budget)  # once: each shared-reshard round reuses them
 
         def constrained(p: solver.ChoiceProblem) -> solver.ChoiceProblem:
             return solver.ChoiceProblem(node_costs=p.node_costs, edges=p.edges,

@@ -154,3 +154,15 @@ def test_rows_price_every_kept_step_as_the_profile_does(seed) -> None:
         after = matching[0]
         steps_of_rows.append(after)
     assert binding <= set(steps_of_rows)
+
+
+@pytest.mark.parametrize("limit", [0.0, 2.0, 6.9, 7.0, 100.0])
+def test_may_exceed_says_whether_there_are_rows(limit) -> None:
+    from autoshard.planning.memory import MemoryModel, Term
+
+    model = MemoryModel(terms=(Term(node=0, vector=np.array([1.0, 2.0]), start=0, stop=2,
+                                    category="params", tensor="w"),
+                               Term(node=1, vector=np.array([5.0, 1.0]), start=1, stop=1,
+                                    category="activations", tensor="a")),
+                        steps=3, step_ops=("a", "b", "c"), saved=())
+    assert model.may_exceed(limit) == (limit < 7.0) == bool(model.rows(limit))
