@@ -14,7 +14,7 @@ and an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -35,7 +35,8 @@ BACKENDS = ("auto", "highs", "cpsat", "dp", "exhaustive")
 def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str = "auto", *,
           reductions: bool = True, gap: float = OPTIMALITY_GAP,
           known_bound: float | None = None,
-          free_choices: Sequence[int] | None = None) -> Solution:
+          free_choices: Sequence[int] | None = None,
+          stop_when: Callable[[tuple[int, ...]], bool] | None = None) -> Solution:
     """Choose one option per node at minimum cost within the memory limit.
 
     Args:
@@ -49,6 +50,10 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
         known_bound: a lower bound of this problem the caller has already proven (e.g. the
             optimum of the same problem without its memory rows); the answer's bound is at
             least this.
+        free_choices: the optimum without memory rows, when the caller has it.
+        stop_when: a chain's search ends as soon as its best plan makes this true, as if
+            its time had run out (the planner's solve without memory rows: once its plan
+            does not fit, only the bound is wanted, and the time is the constrained solve's).
 
     Returns:
         A :class:`Solution` whose objective is recomputed from the float costs.
@@ -68,7 +73,7 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
     """
     if backend not in BACKENDS:
         raise UnknownBackendError(backend, BACKENDS)
-    clock = Clock(time_limit)
+    clock = Clock(time_limit, stop_when)
     before = sizes_of(problem)
     if backend == "exhaustive":
         choices, objective = exhaustive(problem)
@@ -76,7 +81,8 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
         return finish(problem, choices, objective, False, clock, "exhaustive", before, before)
     if problem.windows and backend == "auto":
         def plain(simpler: ChoiceProblem, left: float | None) -> Solution:
-            return solve(simpler, left, backend, reductions=reductions, gap=gap)
+            return solve(simpler, left, backend, reductions=reductions, gap=gap,
+                         stop_when=stop_when)
 
         answer = solve_windowed(problem, clock, gap, before, plain)
         if known_bound is not None and known_bound > answer.bound:

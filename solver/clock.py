@@ -11,17 +11,28 @@ answer cannot do without (the first plan of all) runs late.
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 
 
 class Clock:
     """Started at construction; ``lap`` records a phase, ``remaining`` what the deadline leaves."""
 
-    def __init__(self, time_limit: float | None):
+    def __init__(self, time_limit: float | None,
+                 stop_when: Callable[[tuple[int, ...]], bool] | None = None):
         self.start = time.perf_counter()
         self.deadline = None if time_limit is None else self.start + time_limit
         self.phases: list[tuple[str, float]] = []
         self.mark = self.start
+        self.stop_when = stop_when
+
+    def consider(self, choices: tuple[int, ...]) -> None:
+        """A search's new best plan: when the caller's ``stop_when`` holds for it, the
+        deadline is now (the caller wants no better plan of this problem, only its bound so
+        far: the planner's solve without memory rows, once its plan does not fit)."""
+        if self.stop_when is not None and self.stop_when(choices):
+            self.deadline = min(self.deadline or math.inf, time.perf_counter())
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()

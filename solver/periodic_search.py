@@ -87,6 +87,7 @@ class _Search:
     def offer(self, choices: tuple[int, ...], value: float, how: str, ends: int) -> None:
         if value < self.best_value:
             self.best, self.best_value, self.how, self.best_ends = choices, value, how, ends
+            self.clock.consider(choices)
 
     def solution(self, before: Sizes, after: Sizes) -> Solution:
         assert self.best is not None
@@ -149,6 +150,7 @@ class _Search:
         if answer is not None and answer.objective <= self.best_value:
             self.best, self.best_value, self.best_ends = answer.choices, answer.objective, ends
             self.how = "all" if answer.optimal else self.how
+            self.clock.consider(answer.choices)
         return self.best
 
     def on_support(self, agg: Aggregated, lp: PeriodicLP, ends: int, relaxed: LPAnswer

@@ -271,9 +271,6 @@ def training_step_graph(graph: OpGraph, optimizer: str, recompute: str) -> OpGra
         raise UsageError(f"cannot build the training step of {graph.name}: {exc}") from None
 
 
-FREE_SHARE = 0.5  # of the time limit, for the solve without memory rows when they may bind
-
-
 class _Planner:
     """One planning run; holds the per-run caches so that identical ops cost once."""
 
@@ -394,23 +391,27 @@ class _Planner:
         parameter with every op and slow the ILP down ~3x on GPT-2). Otherwise add one row
         per schedule step that could exceed the budget (``limit - reserve``).
 
-        Under a time limit, when some step could exceed the budget, the free solve gets
-        ``FREE_SHARE`` of it: the constrained solve needs time of its own to find a plan
-        that fits (llama3.1-405b on dp=8,fsdp=8,tp=8: the free solve ran to the limit, its
-        plan did not fit, and the constrained one, given 0.01 s, took 300 s more)."""
+        When some step could exceed the budget, the free solve stops as soon as its best
+        plan does not fit (``stop_when``): from then on only its bound is of use, and the
+        time limit is the constrained solve's (llama3.1-405b on dp=8,fsdp=8,tp=8: the free
+        solve ran to the limit, its plan did not fit, and the constrained one, given
+        0.01 s, took 300 s more)."""
         options = self.options
         budget = limit - options.reserve
         start = time.perf_counter()
 
-        def remaining(share: float = 1.0) -> float | None:  # the limit covers every solve
+        def remaining() -> float | None:  # the time limit covers every solve, not each
             if options.time_limit is None:
                 return None
-            return max(share * options.time_limit - (time.perf_counter() - start), 0.01)
+            return max(options.time_limit - (time.perf_counter() - start), 0.01)
 
-        # when memory may bind, the free solve leaves the constrained one its share of the time
-        share = FREE_SHARE if self.memory.may_exceed(budget) else 1.0
+        def over(choices: tuple[int, ...]) -> bool:
+            return self.memory.constrained_peak(choices[:len(self.ops)]) > budget
+
+        stop_when = over if self.memory.may_exceed(budget) else None
         free, self.problem = self.pricing.solve(lambda p: p, lambda p: solver.solve(
-            p, time_limit=remaining(share), backend=options.backend, gap=options.gap))
+            p, time_limit=remaining(), backend=options.backend, gap=options.gap,
+            stop_when=stop_when))
         if self.memory.constrained_peak(free.choices) <= budget:
             return free
         rows = self.memory.rows(budget)  # once: each shared-reshard round reuses them

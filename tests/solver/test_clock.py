@@ -65,8 +65,8 @@ def test_no_phase_starts_after_the_deadline(kind, seed, phase, monkeypatch) -> N
 class _Expired(Clock):
     """A clock whose deadline has passed before the solve begins."""
 
-    def __init__(self, time_limit: float | None):
-        super().__init__(time_limit)
+    def __init__(self, time_limit: float | None, stop_when=None):
+        super().__init__(time_limit, stop_when)
         self.deadline = self.start
 
 
@@ -130,3 +130,24 @@ def test_the_block_mix_of_the_price_search_does_not_start_after_the_deadline(
     assert problem.peak_memory(answer.choices) <= problem.memory_limit
     _, best = exhaustive(problem)
     assert best - 1e-9 <= answer.objective and answer.bound <= best + 1e-9
+
+
+@pytest.mark.parametrize(("kind", "seed"), CHAINS)
+def test_stop_when_ends_a_chain_search_at_its_first_plan_that_meets_it(kind, seed) -> None:
+    problem = _problem(kind, seed)
+    _, best = exhaustive(problem)
+    unhurried = [name for name, _ in solve(problem).stats.seconds]
+    seen = []
+
+    def never(choices: tuple[int, ...]) -> bool:
+        seen.append(choices)
+        return False
+
+    assert [name for name, _ in solve(problem, stop_when=never).stats.seconds] == unhurried
+    assert seen and all(len(c) == problem.num_nodes for c in seen)
+    answer = solve(problem, stop_when=lambda choices: True)
+    names = [name for name, _ in answer.stats.seconds]
+    # the first LP's plan (polished where the LP hesitated) is the last phase
+    assert names in (["aggregate", "periodic_lp"], ["aggregate", "periodic_lp", "polish"])
+    assert names == unhurried[:len(names)] and len(names) < len(unhurried)
+    assert answer.objective >= best - 1e-9 and answer.bound <= best + 1e-9
