@@ -13,7 +13,10 @@ and an ILP only when the DP cannot prove the answer (:mod:`solver.graph_search`)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from solver.clock import Clock
 from solver.errors import UnknownBackendError
@@ -32,7 +35,8 @@ BACKENDS = ("auto", "highs", "cpsat", "dp", "exhaustive")
 def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str = "auto", *,
           reductions: bool = True, gap: float = OPTIMALITY_GAP,
           known_bound: float | None = None,
-          free_choices: Sequence[int] | None = None) -> Solution:
+          free_choices: Sequence[int] | None = None,
+          stop_when: Callable[[tuple[int, ...]], bool] | None = None) -> Solution:
     """Choose one option per node at minimum cost within the memory limit.
 
     Args:
@@ -46,6 +50,10 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
         known_bound: a lower bound of this problem the caller has already proven (e.g. the
             optimum of the same problem without its memory rows); the answer's bound is at
             least this.
+        free_choices: the optimum without memory rows, when the caller has it.
+        stop_when: a chain's search ends as soon as its best plan makes this true, as if
+            its time had run out (the planner's solve without memory rows: once its plan
+            does not fit, only the bound is wanted, and the time is the constrained solve's).
 
     Returns:
         A :class:`Solution` whose objective is recomputed from the float costs.
@@ -65,7 +73,7 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
     """
     if backend not in BACKENDS:
         raise UnknownBackendError(backend, BACKENDS)
-    clock = Clock(time_limit)
+    clock = Clock(time_limit, stop_when)
     before = sizes_of(problem)
     if backend == "exhaustive":
         choices, objective = exhaustive(problem)
@@ -73,7 +81,8 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
         return finish(problem, choices, objective, False, clock, "exhaustive", before, before)
     if problem.windows and backend == "auto":
         def plain(simpler: ChoiceProblem, left: float | None) -> Solution:
-            return solve(simpler, left, backend, reductions=reductions, gap=gap)
+            return solve(simpler, left, backend, reductions=reductions, gap=gap,
+                         stop_when=stop_when)
 
         answer = solve_windowed(problem, clock, gap, before, plain)
         if known_bound is not None and known_bound > answer.bound:
@@ -98,11 +107,39 @@ def _solve_chain_with_memory(problem: ChoiceProblem, chain: Chain, clock: Clock,
     goes on to the tied search, which starts from the better of the two bounds and keeps the
     better plan (it cannot raise the bound, only find a better plan)."""
     priced = solve_priced(problem, chain, clock, gap, before, known_bound, free_choices)
-    if priced is not None and closed(priced.objective, priced.bound,
-                                     max(gap, GOOD_ENOUGH_GAP)):
+    if priced is not None and (closed(priced.objective, priced.bound,
+                                      max(gap, GOOD_ENOUGH_GAP)) or clock.expired()):
         return priced
     bound = known_bound if priced is None else priced.bound
+    if priced is None and clock.expired():
+        lean = leanest(problem)  # no time for a search: a plan that fits, at once
+        if lean is not None:
+            return finish(problem, lean, -math.inf if bound is None else bound, True, clock,
+                          "leanest", before, before)
     tied = solve_restricted(problem, chain, clock, gap, before, bound)
     if priced is not None and priced.objective < tied.objective:
         return priced
     return tied
+
+
+def leanest(problem: ChoiceProblem) -> tuple[int, ...] | None:
+    """The plan that takes, at every node, the finite-cost option with the least memory
+    summed over every memory row (the cheapest among equals), if it fits; ``None`` if not.
+    Linear in the rows' terms, with no model built: what a solve whose deadline has passed
+    before it found any fitting plan returns (``solver.clock``).
+
+    Example:
+        >>> p = ChoiceProblem(node_costs=[[1.0, 2.0, 0.0]], node_memory=[[1.0, 1.0, 0.0]],
+        ...                   memory_limit=0.5)
+        >>> leanest(p)
+        (2,)
+    """
+    weight = [np.zeros(size) for size in problem.sizes]
+    for row in problem.memory_rows():
+        for node, vector in row:
+            weight[node] += vector
+    choices = tuple(int(np.lexsort((cost, np.where(np.isfinite(cost), memory, np.inf)))[0])
+                    for cost, memory in zip(problem.node_costs, weight, strict=True))
+    peak = problem.peak_memory(choices)
+    fits = peak is None or problem.memory_limit is None or peak <= problem.memory_limit
+    return choices if fits and math.isfinite(problem.evaluate(choices)) else None

@@ -85,6 +85,8 @@ def _search(ix: Indexed, backend: str, gap: float, clock: Clock, lp_first: bool 
         if best is not None and closed(ix.evaluate(best), bound, gap):
             return best, bound, False, "dp"
         used = "highs" if backend == "auto" and _worth_ilp(ix, best, bound) else "dp"
+        if best is not None and clock.expired():
+            return best, bound, True, "dp"  # no ILP after the deadline (solver.clock)
     timed_out = False
     if used in ("highs", "cpsat"):
         answer: BackendResult

@@ -93,11 +93,12 @@ class _Search:
     def offer(self, choices: tuple[int, ...], value: float, how: str, ends: int) -> None:
         if value < self.best_value:
             self.best, self.best_value, self.how, self.best_ends = choices, value, how, ends
+            self.clock.consider(choices)
 
     def solution(self, before: Sizes, after: Sizes) -> Solution:
         assert self.best is not None
-        answer = finish(self.problem, self.best, self.bound, False, self.clock, "periodic",
-                        before, after)
+        answer = finish(self.problem, self.best, self.bound, self.clock.expired(), self.clock,
+                        "periodic", before, after)
         return _restricted_unless_optimal(answer, _periodic_restriction(self.best_ends,
                                                                         self.how))
 
@@ -130,19 +131,22 @@ class _Search:
                 tried.add(relaxed.x.tobytes())
                 self.offer(*_periodic_plan(self.problem, self.chain, agg, ends, lp, relaxed,
                                            self.clock, self.gap, self.bound), ends)
+            if self.best is not None and self.clock.expired():
+                break  # the plan at hand is the answer (solver.clock)
             if not closable and not self.done(self.gap):
                 self.on_support(agg, lp, ends, relaxed)
                 self.close(agg, lp, ends, exact=False)
             if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap \
-                    and not closable:
+                    and not closable and not self.clock.expired():
                 polished = self._polish_rest(ends)
             if self.done(self.gap):
                 break
-        if closable and not self.done(self.gap) and lp_bound > -math.inf:
+        if closable and not self.done(self.gap) and lp_bound > -math.inf \
+                and not self.clock.expired():
             # the partial MIP first: its bound may prove the plan at hand, and its plan
             # may be better than what the polish of all the rest would find
             self.close(agg, lp, ends)
-            if not self.done(self.gap):
+            if not self.done(self.gap) and not self.clock.expired():
                 self._polish_rest(ends)
         return lp, lp_bound
 
@@ -168,6 +172,7 @@ class _Search:
         if answer is not None and answer.objective <= self.best_value:
             self.best, self.best_value, self.best_ends = answer.choices, answer.objective, ends
             self.how = "all" if answer.optimal else self.how
+            self.clock.consider(answer.choices)
         return self.best
 
     def on_support(self, agg: Aggregated, lp: PeriodicLP, ends: int, relaxed: LPAnswer
@@ -175,7 +180,7 @@ class _Search:
         """The best periodic plan on a fractional LP answer's support
         (:func:`solver.periodic_close.support_plan`), offered as a plan."""
         if relaxed.values is None or relaxed.weight is None \
-                or not (relaxed.weight < 1.0 - FRACTIONAL).any():
+                or not (relaxed.weight < 1.0 - FRACTIONAL).any() or self.clock.expired():
             return
         values = np.zeros(lp.form.num_vars)
         values[:relaxed.values.size] = relaxed.values
@@ -196,7 +201,7 @@ class _Search:
         LP split a node the MIP makes integral; after PDLP, whose duals are approximate,
         whenever reduced-cost fixing leaves a MIP of at most ``MAX_VARS`` variables (its
         optimum is at least the LP's, which the duals only approach)."""
-        if self.duals is None or self.best is None:
+        if self.duals is None or self.best is None or self.clock.expired():
             return
         if exact and (self.weight is None or not worth_closing(lp, agg, self.weight)):
             return
@@ -223,7 +228,7 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
     only when neither gives a plan within ``GOOD_ENOUGH_GAP`` (see the module docstring)."""
     search, after = _Search(problem, chain, clock, gap), before
     for ends in PERIODIC_ENDS:
-        if len(chain.blocks) - 2 * ends < 2:
+        if len(chain.blocks) - 2 * ends < 2 or (search.best is not None and clock.expired()):
             break
         lp, lp_bound = search.run_lp(ends)
         after = (lp.indexed.n, int(sum(c.size for c in lp.indexed.costs)), len(lp.indexed.edges))
@@ -235,7 +240,8 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
                     lp_bound, search.best_value)
         if search.done(GOOD_ENOUGH_GAP) and lp.form.num_vars >= PDLP_MIN_VARS:
             break
-    answer = None if search.done(GOOD_ENOUGH_GAP) else solve_restricted(
+    late = search.best is not None and clock.expired()  # the plan at hand is the answer
+    answer = None if search.done(GOOD_ENOUGH_GAP) or late else solve_restricted(
         problem, chain, clock, gap, before, search.bound)
     if search.best is not None and (answer is None or search.best_value < answer.objective):
         return search.solution(before, after)
@@ -287,7 +293,9 @@ def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
             clock: Clock, gap: float) -> Solution | None:
     """The periodic plan with its ``fixed`` nodes held and everything else solved exactly:
     the size of a few blocks at most, not of the model (``solver.polish``). ``None`` when no
-    plan came back."""
+    plan came back, or when the deadline has passed (``solver.clock``)."""
+    if clock.expired():
+        return None
     narrowed = fix(problem, fixed, choices)
     try:
         # no LP first: the narrowed LP is as fractional as the periodic one was where the
@@ -297,6 +305,7 @@ def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
     except (Infeasible, NoSolutionError):
         return None
     clock.lap("polish")
+    logger.info("polish: %s", ", ".join(f"{name} {s:.1f} s" for name, s in answer.stats.seconds))
     return answer
 
 

@@ -36,6 +36,7 @@ the full profile is always evaluated for the reported peak.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -116,31 +117,87 @@ class MemoryModel:
         profile = self.profile(choices)
         return self.step_ops[int(np.argmax(profile))] if profile.size else ""
 
-    def rows(self, limit: float) -> tuple[tuple[tuple[int, np.ndarray], ...], ...]:
-        """One liveness row per step that could exceed ``limit`` under some choice, each
-        with the ``held`` bytes added."""
+    def _worst(self) -> np.ndarray:
+        """Per step, the most it could hold under any choices (each term at its largest)."""
         most = np.zeros(self.steps + 1)
         for term in self.terms:
             top = float(term.vector.max())
             most[term.start] += top
             most[term.stop + 1] -= top
-        worst = np.cumsum(most)[: self.steps] + sum(float(v.max()) for _, v in self.held)
-        keep = [t for t in range(self.steps) if worst[t] > limit]
-        if not keep:
+        return np.cumsum(most)[: self.steps] + sum(float(v.max()) for _, v in self.held)
+
+    def may_exceed(self, limit: float) -> bool:
+        """Whether some step could exceed ``limit`` under some choices (``rows`` is not
+        empty), without building the rows."""
+        worst = self._worst()
+        return bool(worst.size and worst.max() > limit)
+
+    def rows(self, limit: float) -> tuple[tuple[tuple[int, np.ndarray], ...], ...]:
+        """One liveness row per step that could exceed ``limit`` under some choice, each
+        with the ``held`` bytes added.
+
+        Built node by node, not term by step: a node's terms are first summed into the runs
+        of steps over which they are constant (:func:`_node_runs`, one array per run), and a
+        run that covers every kept step (parameters and optimizer state, most of each row)
+        enters every row as the *same* ``(node, bytes)`` pair. Adding vectors per (term,
+        step) instead took 126 s for llama3.1-405b on dp=8,fsdp=8,tp=8 and held a new array
+        wherever two terms of a node met at a step."""
+        keep = np.flatnonzero(self._worst() > limit)
+        if not keep.size:
             return ()
-        rows: dict[int, dict[int, np.ndarray]] = {t: {} for t in keep}
-        for t in keep:
-            for node, vector in self.held:
-                current = rows[t].get(node)
-                rows[t][node] = vector if current is None else current + vector
-        kept = np.zeros(self.steps + 1, dtype=bool)
-        kept[keep] = True
+        first = np.searchsorted(keep, np.arange(self.steps + 1))  # first kept step >= t
+        spans: dict[int, list[tuple[int, int, np.ndarray]]] = {}
         for term in self.terms:
-            for t in np.flatnonzero(kept[term.start: term.stop + 1]) + term.start:
-                row = rows[int(t)]
-                current = row.get(term.node)
-                row[term.node] = term.vector if current is None else current + term.vector
-        return tuple(tuple(sorted(rows[t].items())) for t in keep)
+            a, b = int(first[term.start]), int(first[term.stop + 1])  # kept rows [a, b)
+            if a < b:
+                spans.setdefault(term.node, []).append((a, b, term.vector))
+        for node, vector in self.held:
+            spans.setdefault(node, []).append((0, keep.size, vector))
+        everywhere: list[tuple[int, np.ndarray]] = []
+        starts: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(keep.size + 1)]
+        stops: list[list[int]] = [[] for _ in range(keep.size + 1)]
+        for node in sorted(spans):
+            for a, b, bytes_ in _node_runs(spans[node]):
+                vector = np.asarray(bytes_, dtype=np.float64).view()
+                vector.setflags(write=False)  # read-only: the solver takes the pair as it is
+                if a == 0 and b == keep.size:
+                    everywhere.append((node, vector))
+                else:
+                    starts[a].append((node, vector))
+                    stops[b].append(node)
+        rows = []
+        active: dict[int, tuple[int, np.ndarray]] = {}
+        for k in range(keep.size):
+            for node in stops[k]:
+                del active[node]
+            for pair in starts[k]:
+                active[pair[0]] = pair
+            rows.append(tuple(sorted([*everywhere, *active.values()], key=_first)))
+        return tuple(rows)
+
+
+def _first(pair: tuple[int, np.ndarray]) -> int:
+    return pair[0]
+
+
+def _node_runs(spans: list[tuple[int, int, np.ndarray]]
+               ) -> list[tuple[int, int, np.ndarray]]:
+    """One node's ``(start, stop, bytes)`` spans (rows ``[start, stop)``) as disjoint runs
+    with the bytes of every span covering them summed; a run covered by one span keeps that
+    span's array."""
+    if len(spans) == 1:
+        return spans
+    cuts = sorted({a for a, _, _ in spans} | {b for _, b, _ in spans})
+    runs = []
+    for a, b in itertools.pairwise(cuts):
+        covering = [vector for lo, hi, vector in spans if lo <= a and b <= hi]
+        if not covering:
+            continue
+        total = covering[0]
+        for vector in covering[1:]:
+            total = total + vector
+        runs.append((a, b, total))
+    return runs
 
 
 def build_memory_model(graph: OpGraph, ops: Sequence[Op], source_memory: Sequence[np.ndarray],

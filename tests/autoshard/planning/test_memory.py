@@ -110,3 +110,59 @@ def test_rows_drop_only_steps_that_can_never_bind() -> None:
     rows = model.rows(limit=3.0)          # only step 1 can reach 2 + 5 > 3
     assert len(rows) == 1 and [n for n, _ in rows[0]] == [0, 1]
     assert model.rows(limit=7.0) == ()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_rows_price_every_kept_step_as_the_profile_does(seed) -> None:
+    """Each row, evaluated at every assignment, is the profile at one step plus the held
+    bytes (``profile`` walks the terms step by step and shares no code with ``rows``), the
+    rows in step order, and every step that can exceed the limit (brute force over every
+    assignment) has its row.
+    """
+    import itertools
+
+    from autoshard.planning.memory import MemoryModel, Term
+
+    rng = np.random.default_rng(seed)
+    nodes, steps, options = 4, 7, 2
+    terms = []
+    for _ in range(int(rng.integers(1, 10))):
+        start = int(rng.integers(0, steps))
+        stop = int(rng.integers(start, steps))
+        terms.append(Term(node=int(rng.integers(0, nodes)),
+                          vector=rng.integers(0, 5, size=options).astype(float),
+                          start=start, stop=stop, category="activations", tensor="t"))
+    held = tuple((int(rng.integers(0, nodes)), rng.integers(0, 3, size=options).astype(float))
+                 for _ in range(int(rng.integers(0, 3))))
+    model = MemoryModel(terms=tuple(terms), steps=steps, step_ops=("op",) * steps, saved=(),
+                        held=held)
+    assignments = [list(c) for c in itertools.product(range(options), repeat=nodes)]
+
+    def with_held(choices: list[int]) -> np.ndarray:
+        return model.profile(choices) + sum(float(v[choices[n]]) for n, v in held)
+
+    limit = float(rng.integers(0, 12))
+    table = np.array([with_held(c) for c in assignments])  # assignment x step
+    binding = {t for t in range(steps) if table[:, t].max() > limit}
+    rows = model.rows(limit)
+    steps_of_rows, after = [], -1
+    for row in rows:
+        assert [n for n, _ in row] == sorted({n for n, _ in row})  # one term per node
+        values = np.array([sum(float(v[c[n]]) for n, v in row) for c in assignments])
+        matching = [t for t in range(after + 1, steps) if np.array_equal(table[:, t], values)]
+        assert matching, "a row that is no step's memory"
+        after = matching[0]
+        steps_of_rows.append(after)
+    assert binding <= set(steps_of_rows)
+
+
+@pytest.mark.parametrize("limit", [0.0, 2.0, 6.9, 7.0, 100.0])
+def test_may_exceed_says_whether_there_are_rows(limit) -> None:
+    from autoshard.planning.memory import MemoryModel, Term
+
+    model = MemoryModel(terms=(Term(node=0, vector=np.array([1.0, 2.0]), start=0, stop=2,
+                                    category="params", tensor="w"),
+                               Term(node=1, vector=np.array([5.0, 1.0]), start=1, stop=1,
+                                    category="activations", tensor="a")),
+                        steps=3, step_ops=("a", "b", "c"), saved=())
+    assert model.may_exceed(limit) == (limit < 7.0) == bool(model.rows(limit))
