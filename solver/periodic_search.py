@@ -124,8 +124,9 @@ class _Search:
             lp_bound = max(lp_bound, relaxed.bound)
             self.bound = max(self.bound, lp_bound)
             if relaxed.interim:
-                if self.interim(agg, lp, ends, relaxed):
-                    break
+                if self.interim(agg, lp, ends, relaxed) or (self.best is not None
+                                                            and self.clock.expired()):
+                    break  # proven, or out of time with the plan at hand (solver.clock)
                 continue
             if relaxed.x is not None and relaxed.x.tobytes() not in tried:
                 tried.add(relaxed.x.tobytes())
