@@ -46,12 +46,14 @@ import numpy as np
 
 from autoshard.planning.edge_costs import Edge
 from autoshard.planning.layers import layer_of
+from autoshard.planning.shared_pairs import cached, consistency, pair_choice, pair_node
 from autoshard.planning.step import EdgeRole, Phase, Traffic, phase_of
 from autoshard.sharding.tensor_sharding import TensorSharding
 from autoshard.strategies.derive import Strategy
 from graphs import Op
 
 EdgeMatrix = tuple[int, int, np.ndarray]
+Cache = dict[tuple, np.ndarray]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +72,7 @@ class Share:
     count: int
     name: str
     group: str  # the name of the producer's node copy that carries the group's exact shares
+    members: tuple[int, ...] = ()  # every exposed consumer edge of the group (``edges`` ⊆)
 
 
 class _Targets:
@@ -123,7 +126,7 @@ def find_shares(ops: Sequence[Op], strategies: Sequence[tuple[Strategy, ...]],
             group = f"{ops[u].name}/share-{phase.value}-{j}-{count}"
             shares.append(Share(tensor=edges[first][3][0], producer=u, output=j, layout=layout,
                                 edges=tuple(sharing), count=count, name=f"{group}-{tag}",
-                                group=group))
+                                group=group, members=tuple(members)))
     return tuple(shares)
 
 
@@ -131,6 +134,26 @@ def template(share: Share) -> str:
     """The share's name with its layer index replaced (the same for every layer's copy)."""
     found = layer_of(share.name)
     return share.name if found is None else found[1]
+
+
+def pair_groups(shares: Sequence[Share]) -> list[tuple[int, ...]]:
+    """The shares of tensors read by exactly two consumer edges, one tuple per tensor, in
+    order of first appearance: always exact, one pair node each (:mod:`.shared_pairs`)."""
+    groups: dict[str, list[int]] = {}
+    for index, share in enumerate(shares):
+        if is_pair(share):
+            groups.setdefault(share.group, []).append(index)
+    return [tuple(members) for members in groups.values()]
+
+
+def is_pair(share: Share) -> bool:
+    """Whether ``share``'s tensor has exactly two consumer edges (priced by a pair node)."""
+    return len(share.members) == 2
+
+
+def extra_groups(shares: Sequence[Share], exact: Sequence[int]) -> list[tuple[int, ...]]:
+    """The groups that get a node after the ops', in node order: pairs, then exact ones."""
+    return [*pair_groups(shares), *exact_groups(shares, exact)]
 
 
 def exact_groups(shares: Sequence[Share], exact: Sequence[int]) -> list[tuple[int, ...]]:
@@ -145,9 +168,11 @@ def shared_objective(objective: Sequence[EdgeMatrix], edges: Sequence[Edge],
                      strategies: Sequence[tuple[Strategy, ...]], shares: Sequence[Share],
                      exact: Sequence[int], first_node: int
                      ) -> tuple[list[np.ndarray], list[EdgeMatrix]]:
-    """The objective edges with every share priced: relaxed shares scale their readers'
-    columns by ``1/k``; each group of ``exact`` shares (:func:`exact_groups`, nodes
-    ``first_node, first_node + 1, …``) gets a copy ``c`` of the producer whose options are
+    """The objective edges with every share priced: a tensor read by two consumer edges gets
+    a pair node (:mod:`.shared_pairs`; nodes ``first_node, first_node + 1, …``), exact;
+    other relaxed shares scale their readers' columns by ``1/k``; each group of ``exact``
+    shares (:func:`exact_groups`, the nodes after the pairs') gets a copy ``c`` of the
+    producer whose options are
     (producer option ``a``, one flag per exact layout ``F``): edge (producer, ``c``) holds
     them equal, ``c`` costs the reshards its flags say are made, and the group's consumer
     edges hang off ``c`` (where a consumer reads an exact layout its flag must be set, at no
@@ -155,9 +180,10 @@ def shared_objective(objective: Sequence[EdgeMatrix], edges: Sequence[Edge],
     lacks, so its LP is as tight. Returns the copies' node costs and the edges; matrices
     are cached by what they derive from, so identical layers keep sharing arrays."""
     targets = _Targets(strategies)
+    pairs = pair_groups(shares)
     groups = exact_groups(shares, exact)
-    in_exact = {i for group in groups for i in group}
-    cache: dict[tuple, np.ndarray] = {}
+    in_exact = {i for group in (*pairs, *groups) for i in group}
+    cache: Cache = {}
     scaled: dict[int, list[tuple[np.ndarray, float]]] = {}
     for index, share in enumerate(shares):
         if index in in_exact:
@@ -170,13 +196,21 @@ def shared_objective(objective: Sequence[EdgeMatrix], edges: Sequence[Edge],
         if e in scaled:
             parts = scaled[e]
             key = ("scale", id(matrix), *((c.tobytes(), f) for c, f in parts))
-            matrix = _cached(cache, key, lambda m=matrix, p=parts: _scale_columns(m, p))
+            matrix = cached(cache, key, lambda m=matrix, p=parts: _scale_columns(m, p))
         edited.append((u, v, matrix))
     costs: list[np.ndarray] = []
     moved: set[int] = set()
     extra: list[EdgeMatrix] = []
+    for n, group in enumerate(pairs):
+        first = shares[group[0]]
+        cost, edges_of = pair_node(first.producer, first.members,
+                                   tuple(shares[i].layout for i in group), first_node + n,
+                                   edited, edges, targets, cache)
+        costs.append(cost)
+        extra.extend(edges_of)
+        moved.update(first.members)
     for n, group in enumerate(groups):
-        node = first_node + n
+        node = first_node + len(pairs) + n
         cost, edges_of = _copy(group, node, edited, edges, targets, shares, cache)
         costs.append(cost)
         extra.extend(edges_of)
@@ -187,7 +221,7 @@ def shared_objective(objective: Sequence[EdgeMatrix], edges: Sequence[Edge],
 
 def _copy(group: tuple[int, ...], node: int, edited: Sequence[EdgeMatrix],
           edges: Sequence[Edge], targets: _Targets, shares: Sequence[Share],
-          cache: dict[tuple, np.ndarray]) -> tuple[np.ndarray, list[EdgeMatrix]]:
+          cache: Cache) -> tuple[np.ndarray, list[EdgeMatrix]]:
     """One exact group's producer copy: its node cost and its edges."""
     first = shares[group[0]]
     u = first.producer
@@ -202,8 +236,8 @@ def _copy(group: tuple[int, ...], node: int, edited: Sequence[EdgeMatrix],
     for k, column in enumerate(columns):
         with np.errstate(invalid="ignore"):
             cost += np.where(bits[None, :, k] == 1, column[:, None], 0.0)
-    out: list[EdgeMatrix] = [(u, node, _cached(cache, ("same", n_u, flags),
-                                               lambda: _consistency(n_u, flags)))]
+    out: list[EdgeMatrix] = [(u, node, cached(cache, ("same", n_u, flags),
+                                               lambda: consistency(n_u, flags)))]
     consumers = sorted({e for i in group for e in shares[i].edges})
     for e in consumers:
         _, v, _, (_, _, i) = edges[e]
@@ -212,16 +246,9 @@ def _copy(group: tuple[int, ...], node: int, edited: Sequence[EdgeMatrix],
                 if shares[s].layout in layouts]
         matrix = edited[e][2]
         key = ("copy", id(matrix), flags, *((k, c.tobytes()) for k, c in need))
-        out.append((node, v, _cached(cache, key, lambda m=matrix, nd=need:
+        out.append((node, v, cached(cache, key, lambda m=matrix, nd=need:
                                      _copy_matrix(m, flags, bits, nd))))
     return cost.reshape(-1), out
-
-
-def _consistency(options: int, flags: int) -> np.ndarray:
-    matrix = np.full((options, options * flags), np.inf)
-    for a in range(options):
-        matrix[a, a * flags:(a + 1) * flags] = 0.0
-    return matrix
 
 
 def _copy_matrix(matrix: np.ndarray, flags: int, bits: np.ndarray,
@@ -235,15 +262,6 @@ def _copy_matrix(matrix: np.ndarray, flags: int, bits: np.ndarray,
         out[:, columns] = np.where(on[:, None], np.where(np.isfinite(part), 0.0, np.inf),
                                    np.inf)
     return out
-
-
-def _cached(cache: dict[tuple, np.ndarray], key: tuple, make: object) -> np.ndarray:
-    found = cache.get(key)
-    if found is None:
-        found = make()  # type: ignore[operator]
-        found.setflags(write=False)
-        cache[key] = found
-    return found
 
 
 def _scale_columns(matrix: np.ndarray, parts: list[tuple[np.ndarray, float]]) -> np.ndarray:
@@ -278,7 +296,7 @@ def undercharged(choices: Sequence[int], strategies: Sequence[tuple[Strategy, ..
     done = set(exact)
     found = []
     for index, share in enumerate(shares):
-        if index in done:
+        if index in done or is_pair(share):
             continue
         count = readers(share, choices, strategies, edges)
         if 0 < count < len(share.edges) and \
@@ -288,13 +306,19 @@ def undercharged(choices: Sequence[int], strategies: Sequence[tuple[Strategy, ..
 
 
 def completed(choices: Sequence[int], strategies: Sequence[tuple[Strategy, ...]],
-              edges: Sequence[Edge], shares: Sequence[Share], exact: Sequence[int],
-              size: int) -> tuple[int, ...]:
+              edges: Sequence[Edge], objective: Sequence[EdgeMatrix], shares: Sequence[Share],
+              exact: Sequence[int], size: int) -> tuple[int, ...]:
     """Op choices (the first ``len(strategies)``) extended to a problem of ``size`` nodes:
-    each exact group's copy takes the producer's option with the flags of the layouts its
+    each pair node takes the producer's option and its first reader's layout, each exact
+    group's copy takes the producer's option with the flags of the layouts its
     consumers read; padding takes 0."""
     ops = list(choices[: len(strategies)])
     extra = []
+    for group in pair_groups(shares):
+        first = shares[group[0]]
+        extra.append(pair_choice(first.producer, first.members,
+                                 tuple(shares[i].layout for i in group), ops, strategies,
+                                 edges, objective))
     for group in exact_groups(shares, exact):
         flags = sum(1 << k for k, i in enumerate(group)
                     if readers(shares[i], ops, strategies, edges) > 0)
@@ -305,14 +329,15 @@ def completed(choices: Sequence[int], strategies: Sequence[tuple[Strategy, ...]]
 def shared_blocks(blocks: tuple[tuple[int, ...], ...] | None, names: Sequence[str],
                   shares: Sequence[Share], exact: Sequence[int], sizes: Sequence[int],
                   first_free: int) -> tuple[tuple[tuple[int, ...], ...] | None, list[int]]:
-    """The layer blocks with each exact group's copy (node ``first_free - len(sizes) + n``
-    for group ``n``, of ``sizes[n]`` options) in its producer's layer, aligned by template,
+    """The layer blocks with each pair node and exact group's copy (node ``first_free -
+    len(sizes) + n`` for group ``n`` of :func:`extra_groups`, of ``sizes[n]`` options) in its producer's layer, aligned by template,
     and the option counts of the padding nodes that took. A template some layer lacks (the
     last layer's residual output has one consumer, not two) gets a padding node in that
     layer: its copies' option count at no cost and no edge, numbered from ``first_free``, so
     every block keeps the same length (the solver compares the interior blocks, which
     agree)."""
-    if blocks is None or not exact:
+    groups = extra_groups(shares, exact)
+    if blocks is None or not groups:
         return blocks, []
     order = []
     for block in blocks:  # the layer index of each block, from its first op's name
@@ -323,7 +348,7 @@ def shared_blocks(blocks: tuple[tuple[int, ...], ...] | None, names: Sequence[st
     first_node = first_free - len(sizes)
     by_template: dict[str, dict[int, int]] = {}
     size_of: dict[str, int] = {}
-    for n, group in enumerate(exact_groups(shares, exact)):
+    for n, group in enumerate(groups):
         found = layer_of(shares[group[0]].group)
         if found is not None and found[0] in order:
             by_template.setdefault(found[1], {})[found[0]] = first_node + n

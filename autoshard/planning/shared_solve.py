@@ -118,5 +118,5 @@ class SharedPricing:
     def complete(self, choices: Sequence[int], problem: solver.ChoiceProblem
                  ) -> tuple[int, ...]:
         """Op choices extended to ``problem``'s nodes (exact shares set as needed)."""
-        return completed(choices, self.strategies, self.edges, self.shares, self.exact,
-                         problem.num_nodes)
+        return completed(choices, self.strategies, self.edges, self.step.edges, self.shares,
+                         self.exact, problem.num_nodes)
