@@ -24,18 +24,22 @@ from graphs import DType, OpGraph, zoo
 from graphs.training import training_graph
 
 
-def fanout_graph() -> OpGraph:
-    """h = x·w0, read by two matmuls: when w0 is row-sharded h is Partial and both readers
-    need the same reduction."""
+def fanout_graph(readers: int = 2) -> OpGraph:
+    """h = x·w0, read by ``readers`` matmuls: when w0 is row-sharded h is Partial and every
+    reader needs the same reduction. Two readers take the pair node, three the producer copy
+    (:mod:`autoshard.planning.shared_reshards`)."""
     g = OpGraph(name="fanout")
     x = g.input("x", (8, 64, 512), DType.BF16)
     w0 = g.param("w0", (512, 512), DType.BF16)
-    w1 = g.param("w1", (512, 256), DType.BF16)
-    w2 = g.param("w2", (512, 256), DType.BF16)
     h = g.op("einsum", [x, w0], equation="bsh,hf->bsf", name="mm0", outputs=["h"])
-    a = g.op("einsum", [h, w1], equation="bsf,fo->bso", name="mm1", outputs=["a"])
-    b = g.op("einsum", [h, w2], equation="bsf,fo->bso", name="mm2", outputs=["b"])
-    y = g.op("add", [a, b], name="sum", outputs=["y"])
+    outs = []
+    for k in range(1, readers + 1):
+        w = g.param(f"w{k}", (512, 256), DType.BF16)
+        outs.append(g.op("einsum", [h, w], equation="bsf,fo->bso", name=f"mm{k}",
+                         outputs=[f"o{k}"]))
+    y = outs[0]
+    for k, other in enumerate(outs[1:]):
+        y = g.op("add", [y, other], name=f"sum{k}", outputs=[f"y{k}"])
     g.mark_output(y)
     return g
 
@@ -46,11 +50,14 @@ def _replicated(sharding) -> bool:
 
 def _forced(op, strategy) -> bool:
     """Excluded strategies: mm0 never leaves h replicated and its readers read it only
-    replicated, so every plan moves h, once (shared) or twice (per edge)."""
+    replicated, so every plan moves h, once (shared) or once per reader (per edge); the
+    sums and the readers' weights stay replicated (fewer plans to enumerate)."""
     if op.name == "mm0":
         return _replicated(strategy.outputs[0])
-    if op.name in ("mm1", "mm2"):
+    if op.name in ("mm1", "mm2", "mm3"):
         return not _replicated(strategy.inputs[0])
+    if op.name.startswith("sum") or op.name in ("w1", "w2", "w3"):  # a smaller brute force
+        return not _replicated(strategy.outputs[0])
     return False
 
 
@@ -95,8 +102,9 @@ def _brute_force(graph: OpGraph, mesh: autoshard.Mesh, shared: bool) -> float:
     return best
 
 
-def test_the_planner_prices_each_layout_once_as_a_brute_force_does() -> None:
-    graph, mesh = fanout_graph(), autoshard.Mesh.parse("tp=2")
+@pytest.mark.parametrize("readers", [2, 3])
+def test_the_planner_prices_each_layout_once_as_a_brute_force_does(readers: int) -> None:
+    graph, mesh = fanout_graph(readers), autoshard.Mesh.parse("tp=2")
     shared, per_edge = _brute_force(graph, mesh, True), _brute_force(graph, mesh, False)
     assert shared < per_edge  # the graph is one where sharing changes the optimum
     plan = autoshard.plan(graph, mesh, overlap="none", exclude=_forced, share_reshards=True)
@@ -105,7 +113,7 @@ def test_the_planner_prices_each_layout_once_as_a_brute_force_does() -> None:
     moves = [(r.tensor, r.src, r.dst) for r in plan.reshards]
     assert len(moves) == len(set(moves))
     (h,) = [r for r in plan.reshards if r.tensor == "h"]
-    assert set(h.consumers) == {"mm1", "mm2"}
+    assert set(h.consumers) == {f"mm{k}" for k in range(1, readers + 1)}
     assert emulate(plan, graph).passed
 
 
