@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from autoshard.planning.edge_costs import Edge
+from autoshard.planning.layers import layer_of
 from autoshard.sharding.tensor_sharding import TensorSharding
 from autoshard.strategies.derive import Strategy
 
@@ -107,6 +108,41 @@ def pair_choice(u: int, members: tuple[int, int], layouts: tuple[TensorSharding,
     k = layouts.index(read) if read in layouts else len(layouts)
     classes = row_classes(objective[members[0]][2], objective[members[1]][2])
     return int(classes[choices[u]]) * (len(layouts) + 1) + k
+
+
+def padded(costs: list[np.ndarray], edges: list[EdgeMatrix], names: Sequence[str],
+            first_node: int, cache: Cache) -> tuple[list[np.ndarray], list[EdgeMatrix]]:
+    """Every layer's node of one template (group ``names[n]`` is node ``first_node + n``)
+    widened to the template's largest option count, the extra options impossible (inf): the
+    first layer's pair node may have more producer classes than the others', and the layers'
+    blocks must keep equal option counts position by position."""
+    widest: dict[str, int] = {}
+    keys = []
+    for name, cost in zip(names, costs, strict=True):
+        found = layer_of(name)
+        keys.append(None if found is None else found[1])
+        if found is not None:
+            widest[found[1]] = max(widest.get(found[1], 0), cost.size)
+    grow = {first_node + n: widest[key] for n, key in enumerate(keys)
+            if key is not None and widest[key] > costs[n].size}
+    if not grow:
+        return costs, edges
+    costs = [np.concatenate([c, np.full(grow[first_node + n] - c.size, np.inf)])
+             if first_node + n in grow else c for n, c in enumerate(costs)]
+    out = []
+    for u, v, matrix in edges:
+        if u in grow or v in grow:
+            rows, columns = grow.get(u, matrix.shape[0]), grow.get(v, matrix.shape[1])
+            matrix = cached(cache, ("pad", id(matrix), rows, columns),
+                            lambda m=matrix, r=rows, c=columns: _pad(m, r, c))
+        out.append((u, v, matrix))
+    return costs, out
+
+
+def _pad(matrix: np.ndarray, rows: int, columns: int) -> np.ndarray:
+    out = np.full((rows, columns), np.inf)
+    out[: matrix.shape[0], : matrix.shape[1]] = matrix
+    return out
 
 
 def consistency(options: int, flags: int) -> np.ndarray:

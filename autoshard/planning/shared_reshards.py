@@ -19,22 +19,20 @@ the truth:
   read it). ``r`` readers pay ``r/k ≤ 1`` reshard: never more than the truth, and exact when
   none or all ``k`` read it (the common case: q, k and v all read the norm's output as one
   layout);
-* **exact**: a 0/1 node ``m(t, L)``, "``t`` is materialised in ``L``": edge (producer ``u``,
-  ``m``) ``[s_u, 1] = runs · reshard(s_u.out → L)``, ``[s_u, 0] = 0``; edge (``m``, consumer
-  ``v``) ``inf`` where ``m = 0`` and ``v`` reads ``L`` (unconditionally: ``reshard(L → L)``
-  costs 0, so a producer already in ``L`` loses nothing), 0 elsewhere; the consumer edge
-  costs 0 where ``v`` reads ``L``. For fixed op choices the best ``m`` is 1 exactly when a
-  consumer reads ``L``, so the optimum is the truth's. Its LP relaxation is loose (the
-  triangle producer, ``m``, consumer lets a fractional producer pay for ``m`` in a layout
-  the consumer does not pair with), which sends the periodic LP to a MIP; so it is used
-  only where needed.
+* **exact**, for a tensor read by exactly two consumer edges: one *pair node* per tensor
+  (:mod:`.shared_pairs`), options (producer option up to equal prices, the shared layout
+  the first reader reads or *other*), exact and pairwise, whose LP prices a fractional plan
+  at no less than the union of its readers; for three or more readers: a copy of the
+  producer whose options are (producer option, one flag per exact layout), 2^K of them
+  (:func:`shared_objective`).
 
-:func:`solve_shared` solves with every share relaxed, then makes exact the shares (and, for
-a model's identical layers, the same share of every layer) whose readers the answer
-undercharges (some but not all of their ``k`` edges), and solves again, until no share is
-undercharged. The last problem is a relaxation of the true step (exact shares exact, the
-others priced at most their truth), and its answer costs the same under the truth, so its
-bound is the truth's bound and the answer is optimal when it was optimal there.
+:class:`.SharedPricing` solves with every share relaxed, then makes exact the shares (and,
+for a model's identical layers, the same share of every layer) whose readers the answer
+undercharges (some but not all of their ``k`` edges), a two-reader tensor with all its
+layouts at once, and solves again, until no share is undercharged. The last problem is a
+relaxation of the true step (exact shares exact, the others priced at most their truth),
+and its answer costs the same under the truth, so its bound is the truth's bound and the
+answer is optimal when it was optimal there.
 """
 
 from __future__ import annotations
@@ -46,7 +44,7 @@ import numpy as np
 
 from autoshard.planning.edge_costs import Edge
 from autoshard.planning.layers import layer_of
-from autoshard.planning.shared_pairs import cached, consistency, pair_choice, pair_node
+from autoshard.planning.shared_pairs import cached, consistency, padded, pair_choice, pair_node
 from autoshard.planning.step import EdgeRole, Phase, Traffic, phase_of
 from autoshard.sharding.tensor_sharding import TensorSharding
 from autoshard.strategies.derive import Strategy
@@ -136,15 +134,16 @@ def template(share: Share) -> str:
     return share.name if found is None else found[1]
 
 
-def pair_groups(shares: Sequence[Share]) -> list[tuple[int, ...]]:
-    """The shares of tensors read by exactly two consumer edges, one tuple per tensor, in
-    order of first appearance: exact from the start, one pair node each
-    (:mod:`.shared_pairs`). Made exact lazily instead (a node over the undercharged layouts
-    only, the others relaxed) the LP was loose: llama3-8b (8 layers) on dp=8,tp=8 ended
-    0.5 % from its bound after 4 rounds, where every pair exact at once is proven in 2."""
+def pair_groups(shares: Sequence[Share], exact: Sequence[int]) -> list[tuple[int, ...]]:
+    """The ``exact`` shares of tensors read by exactly two consumer edges, one tuple per
+    tensor, in order of first appearance: one pair node each (:mod:`.shared_pairs`). A
+    pair is made exact whole, every shared layout at once (:class:`.SharedPricing`): a
+    node over some of its layouts with the others relaxed has a loose LP (llama3-8b, 8
+    layers, on dp=8,tp=8 ended 0.5 % from its bound after 4 rounds)."""
     groups: dict[str, list[int]] = {}
+    chosen = set(exact)
     for index, share in enumerate(shares):
-        if is_pair(share):
+        if is_pair(share) and index in chosen:
             groups.setdefault(share.group, []).append(index)
     return [tuple(members) for members in groups.values()]
 
@@ -156,7 +155,13 @@ def is_pair(share: Share) -> bool:
 
 def extra_groups(shares: Sequence[Share], exact: Sequence[int]) -> list[tuple[int, ...]]:
     """The groups that get a node after the ops', in node order: pairs, then exact ones."""
-    return [*pair_groups(shares), *exact_groups(shares, exact)]
+    return [*pair_groups(shares, exact), *exact_groups(shares, exact)]
+
+
+def group_template(share: Share) -> str:
+    """The share's group name with its layer index replaced."""
+    found = layer_of(share.group)
+    return share.group if found is None else found[1]
 
 
 def exact_groups(shares: Sequence[Share], exact: Sequence[int]) -> list[tuple[int, ...]]:
@@ -184,7 +189,7 @@ def shared_objective(objective: Sequence[EdgeMatrix], edges: Sequence[Edge],
     lacks, so its LP is as tight. Returns the copies' node costs and the edges; matrices
     are cached by what they derive from, so identical layers keep sharing arrays."""
     targets = _Targets(strategies)
-    pairs = pair_groups(shares)
+    pairs = pair_groups(shares, exact)
     groups = exact_groups(shares, exact)
     in_exact = {i for group in (*pairs, *groups) for i in group}
     cache: Cache = {}
@@ -221,42 +226,7 @@ def shared_objective(objective: Sequence[EdgeMatrix], edges: Sequence[Edge],
         moved.update(e for i in group for e in shares[i].edges)
     kept = [edge for e, edge in enumerate(edited) if e not in moved]
     names = [shares[group[0]].group for group in (*pairs, *groups)]
-    return _padded(costs, kept + extra, names, first_node, cache)
-
-
-def _padded(costs: list[np.ndarray], edges: list[EdgeMatrix], names: Sequence[str],
-            first_node: int, cache: Cache) -> tuple[list[np.ndarray], list[EdgeMatrix]]:
-    """Every layer's node of one template (group ``names[n]`` is node ``first_node + n``)
-    widened to the template's largest option count, the extra options impossible (inf): the
-    first layer's pair node may have more producer classes than the others', and the layers'
-    blocks must keep equal option counts position by position."""
-    widest: dict[str, int] = {}
-    keys = []
-    for name, cost in zip(names, costs, strict=True):
-        found = layer_of(name)
-        keys.append(None if found is None else found[1])
-        if found is not None:
-            widest[found[1]] = max(widest.get(found[1], 0), cost.size)
-    grow = {first_node + n: widest[key] for n, key in enumerate(keys)
-            if key is not None and widest[key] > costs[n].size}
-    if not grow:
-        return costs, edges
-    costs = [np.concatenate([c, np.full(grow[first_node + n] - c.size, np.inf)])
-             if first_node + n in grow else c for n, c in enumerate(costs)]
-    out = []
-    for u, v, matrix in edges:
-        if u in grow or v in grow:
-            rows, columns = grow.get(u, matrix.shape[0]), grow.get(v, matrix.shape[1])
-            matrix = cached(cache, ("pad", id(matrix), rows, columns),
-                            lambda m=matrix, r=rows, c=columns: _pad(m, r, c))
-        out.append((u, v, matrix))
-    return costs, out
-
-
-def _pad(matrix: np.ndarray, rows: int, columns: int) -> np.ndarray:
-    out = np.full((rows, columns), np.inf)
-    out[: matrix.shape[0], : matrix.shape[1]] = matrix
-    return out
+    return padded(costs, kept + extra, names, first_node, cache)
 
 
 def _copy(group: tuple[int, ...], node: int, edited: Sequence[EdgeMatrix],
@@ -336,7 +306,7 @@ def undercharged(choices: Sequence[int], strategies: Sequence[tuple[Strategy, ..
     done = set(exact)
     found = []
     for index, share in enumerate(shares):
-        if index in done or is_pair(share):
+        if index in done:
             continue
         count = readers(share, choices, strategies, edges)
         if 0 < count < len(share.edges) and \
@@ -354,7 +324,7 @@ def completed(choices: Sequence[int], strategies: Sequence[tuple[Strategy, ...]]
     consumers read; padding takes 0."""
     ops = list(choices[: len(strategies)])
     extra = []
-    for group in pair_groups(shares):
+    for group in pair_groups(shares, exact):
         first = shares[group[0]]
         extra.append(pair_choice(first.producer, first.members,
                                  tuple(shares[i].layout for i in group), ops, strategies,
@@ -370,12 +340,12 @@ def shared_blocks(blocks: tuple[tuple[int, ...], ...] | None, names: Sequence[st
                   shares: Sequence[Share], exact: Sequence[int], sizes: Sequence[int],
                   first_free: int) -> tuple[tuple[tuple[int, ...], ...] | None, list[int]]:
     """The layer blocks with each pair node and exact group's copy (node ``first_free -
-    len(sizes) + n`` for group ``n`` of :func:`extra_groups`, of ``sizes[n]`` options) in its producer's layer, aligned by template,
-    and the option counts of the padding nodes that took. A template some layer lacks (the
-    last layer's residual output has one consumer, not two) gets a padding node in that
-    layer: its copies' option count at no cost and no edge, numbered from ``first_free``, so
-    every block keeps the same length (the solver compares the interior blocks, which
-    agree)."""
+    len(sizes) + n`` for group ``n`` of :func:`extra_groups`, of ``sizes[n]`` options) in
+    its producer's layer, aligned by template, and the option counts of the padding nodes
+    that took. A template some layer lacks (the last layer's residual output has one
+    consumer, not two) gets a padding node in that layer: its copies' option count at no
+    cost and no edge, numbered from ``first_free``, so every block keeps the same length
+    (the solver compares the interior blocks, which agree)."""
     groups = extra_groups(shares, exact)
     if blocks is None or not groups:
         return blocks, []

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import solver
-from solver.exact import exhaustive
 from autoshard.planning.shared_pairs import pair_choice, pair_node, row_classes
+from solver.exact import exhaustive
 
 LAYOUTS = ("A", "B", "C", "D")
 
