@@ -12,11 +12,15 @@ becomes pairwise, exactly, with one auxiliary node ``c`` per such tensor whose o
 ``v2``'s per-edge price unless ``v2`` reads ``ℓ``, which is free (the reshard is made once).
 For fixed op choices exactly one option of ``c`` is finite, and it costs the truth.
 
-Its LP is no looser than per-edge pricing: ``c`` replaces ``u`` in the two consumer edges
-(a tree ``u – c – {v1, v2}`` adds no cycle), and the joint of ``(a, ℓ, b2)`` on edge
-``(c, v2)`` is the exact three-way marginal, so a fractional plan cannot pay for a shared
-reshard less than the union of its readers (unlike ``1/k`` relaxed pricing, which pays the
-mean). The node has ``(K + 1)`` options per producer option, ``K`` the shareable layouts.
+Its LP: ``c`` replaces ``u`` in the two consumer edges (the tree ``u – c – {v1, v2}`` adds
+no cycle the per-edge problem lacks), and edge ``(c, v2)`` carries the joint of ``(a, ℓ,
+b2)``, so a fractional plan pays for a shared layout at least the larger of its two readers'
+weights on it, never the mean the ``1/k`` relaxed pricing charges. Measured: the periodic LP
+of llama3-8b training on dp=8,tp=8 was integral in every round once the pairs it needed were
+pair nodes; with a producer copy holding one 0/1 flag per layout in their place, its first
+plan was 10.8 % above its bound (202.3 against 182.6 ms) and the MIP had to close the rest.
+The node has ``K + 1`` options per producer class, ``K`` the shareable layouts (up to 24 on
+a 2-axis mesh).
 """
 
 from __future__ import annotations
