@@ -153,9 +153,17 @@ NOISE = 1e-9  # CP-SAT scales costs to integers; its bound carries that rounding
 
 
 def _magnitude(problem: ChoiceProblem) -> float:
-    """Sum of the largest finite |cost| per node and per edge: the scale of any objective."""
+    """Sum of the largest finite |cost| per node and per edge: the scale of any objective.
+    A model's layers share their cost arrays (the same objects), so each is scanned once:
+    46,400 arrays of llama3-70b training on dp=8,tp=8 took 0.18 s one by one."""
     arrays = [*problem.node_costs, *(matrix for _, _, matrix in problem.edges)]
-    return float(sum(np.abs(a[np.isfinite(a)]).max(initial=0.0) for a in arrays))
+    largest: dict[int, float] = {}
+    total = 0.0
+    for a in arrays:  # summed in the same order as before: the same float
+        if id(a) not in largest:
+            largest[id(a)] = float(np.abs(a[np.isfinite(a)]).max(initial=0.0))
+        total += largest[id(a)]
+    return total
 
 
 def finish(problem: ChoiceProblem, choices: tuple[int, ...], bound: float, timed_out: bool,

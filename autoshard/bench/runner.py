@@ -21,6 +21,7 @@ BENCHMARKS = {
     "kernels": "autoshard.bench.kernels",
     "moe-links": "autoshard.bench.moe_links",
     "pipeline": "autoshard.bench.pipeline",
+    "prices": "autoshard.bench.prices",
     "reshard": "autoshard.bench.reshard",
     "scale": "autoshard.bench.scale",
     "solver": "autoshard.bench.solver",
