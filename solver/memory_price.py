@@ -72,9 +72,7 @@ class Probe:
 
 def peak_row(problem: ChoiceProblem, choices: tuple[int, ...]) -> int:
     """Index of the memory row at which ``choices`` peaks."""
-    values = [sum(float(vec[choices[node]]) for node, vec in row)
-              for row in problem.memory_rows()]
-    return int(np.argmax(values))
+    return int(np.argmax(problem.row_sums(choices)))
 
 
 def priced_row(problem: ChoiceProblem, chain: Chain, index: int | None = None

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.backends import mathopt
+from solver.backends.flow_arcs import FlowArcs
 from solver.backends.formulation import Formulation, cheapest_route, decode
 from solver.backends.lp import objective_factor, reduced_costs
 from solver.periodic import Aggregated, PeriodicLP
@@ -214,13 +215,31 @@ def support_columns(form: Formulation, values: np.ndarray) -> np.ndarray:
         keep[ids[ids >= 0]] = True
     for flow in form.flow_maps:
         for row in np.unique(flow.inv_r[chosen[flow.u]]):
+            reach = _reachable(flow.arcs, int(row))
             for column in np.unique(flow.inv_c[chosen[flow.v]]):
-                route = flow.variables[cheapest_route(flow.arcs, int(row),
-                                                      flow.rows + int(column))]
+                target = flow.rows + int(column)
+                if target >= reach.size or not reach[target]:
+                    continue  # an impossible pair (inf): no plan uses it, no column needed
+                route = flow.variables[cheapest_route(flow.arcs, int(row), target)]
                 keep[route[route >= 0]] = True  # a substituted arc rides on a kept x
     for window in form.window_maps:
         keep[window.var] = True
     return keep
+
+
+def _reachable(arcs: FlowArcs, source: int) -> np.ndarray:
+    """Per network node, whether some route from ``source`` reaches it (a pair priced inf has
+    no arc path: an edge's matrix may forbid pairs, e.g. a copy node that must agree with its
+    original)."""
+    nodes = int(max(arcs.tails.max(), arcs.heads.max())) + 1
+    seen = np.zeros(max(nodes, source + 1), dtype=bool)
+    seen[source] = True
+    while True:
+        grown = seen.copy()
+        grown[arcs.heads[seen[arcs.tails]]] = True
+        if (grown == seen).all():
+            return seen
+        seen = grown
 
 
 def support_plan(lp: PeriodicLP, agg: Aggregated, values: np.ndarray,

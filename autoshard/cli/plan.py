@@ -96,16 +96,14 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
         if expert_axes:
             raise UsageError("--expert-axes is not available with a pp axis yet: plan the "
                              "experts on the mesh without pp")
-        if share_reshards:
-            raise UsageError("--share-reshards is not available with a pp axis yet: plan the "
-                             "stages without it")
         if not training:
             raise UsageError("a mesh with a pp axis plans a pipelined training step: add "
                              "--training")
         _, inner = split_mesh(mesh)
         result = plan_pipeline(graph, mesh, stage_graph=stage_builder(model, shapes),
                                pipeline=pipeline_choice(schedule, stages_text, virtual_stages),
-                               pins=chosen_pins(strategy, pin_files, inner), **common)
+                               pins=chosen_pins(strategy, pin_files, inner),
+                               share_reshards=share_reshards, **common)
     else:
         check_unused(schedule, stages_text)
         result = plan(graph, mesh, training=training, share_reshards=share_reshards,
@@ -187,7 +185,8 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.option("--share-reshards", is_flag=True,
               help="Price one reshard per (tensor, layout) shared by every consumer that reads "
                    "that layout, as XLA and DTensor run it (default: one per consumer edge; "
-                   "sharing is exact but much slower to prove on deep models).")
+                   "sharing is exact but slower to prove on deep models: llama3-8b on "
+                   "dp=8,tp=8 in ~25 s instead of ~5 s).")
 @click.option("--verify", is_flag=True,
               help="Run the plan on an emulated mesh (NumPy, dims scaled down) and compare with "
                    "the unsharded model; the verdict goes into plan.json; exit 1 on a mismatch.")

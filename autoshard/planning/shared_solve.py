@@ -3,7 +3,8 @@
 Every share starts relaxed (each reader pays ``1/k`` of the reshard: a lower bound, pairwise,
 as tight an LP as per-edge pricing); the shares an answer undercharges, with their copies in
 every identical layer (so the layers stay identical for the periodic solver), become exact
-(a 0/1 node each), and the step is solved again. When no share is undercharged the answer
+(a two-reader tensor whole, as a pair node; three or more readers per layout, as flags of a
+producer copy), and the step is solved again. When no share is undercharged the answer
 costs under the truth what the solver said, and the solver's bound, a bound of a
 relaxation, bounds the truth: the plan is as proven as the solve was. After
 ``MAX_ROUNDS`` rounds, or when a producer would need more than ``MAX_EXACT_PER_GROUP`` exact
@@ -25,6 +26,8 @@ from autoshard.planning.shared_reshards import (
     Share,
     completed,
     exact_groups,
+    group_template,
+    is_pair,
     readers,
     reshard_price,
     shared_blocks,
@@ -78,9 +81,11 @@ class SharedPricing:
         if not low:
             return ()
         names = {template(self.shares[i]) for i in low}
+        whole = {group_template(self.shares[i]) for i in low if is_pair(self.shares[i])}
         done = set(self.exact)
         return tuple(i for i, share in enumerate(self.shares)
-                     if i not in done and template(share) in names)
+                     if i not in done and (template(share) in names
+                                           or (is_pair(share) and group_template(share) in whole)))
 
     def solve(self, problem_of: Callable[[solver.ChoiceProblem], solver.ChoiceProblem],
               solve: Callable[[solver.ChoiceProblem], solver.Solution]
@@ -94,7 +99,8 @@ class SharedPricing:
             if not extra:
                 self.converged = True
                 return solution, problem
-            widest = max(len(g) for g in exact_groups(self.shares, (*self.exact, *extra)))
+            widest = max((len(g) for g in exact_groups(self.shares, (*self.exact, *extra))),
+                         default=0)
             if len(self.rounds) >= MAX_ROUNDS or widest > MAX_EXACT_PER_GROUP:
                 self.converged = False
                 truth = solution.objective + self.shortfall(solution.choices)
@@ -118,5 +124,5 @@ class SharedPricing:
     def complete(self, choices: Sequence[int], problem: solver.ChoiceProblem
                  ) -> tuple[int, ...]:
         """Op choices extended to ``problem``'s nodes (exact shares set as needed)."""
-        return completed(choices, self.strategies, self.edges, self.shares, self.exact,
-                         problem.num_nodes)
+        return completed(choices, self.strategies, self.edges, self.step.edges, self.shares,
+                         self.exact, problem.num_nodes)

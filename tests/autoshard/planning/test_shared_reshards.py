@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 import autoshard
+import solver
+from autoshard.planning.pins import pins_from_plan
 from autoshard.planning.planner import PlanOptions, replan
 from autoshard.planning.step import Overlap, StepOptions
 from autoshard.reshard.find import find_reshard
@@ -24,18 +26,22 @@ from graphs import DType, OpGraph, zoo
 from graphs.training import training_graph
 
 
-def fanout_graph() -> OpGraph:
-    """h = x·w0, read by two matmuls: when w0 is row-sharded h is Partial and both readers
-    need the same reduction."""
+def fanout_graph(readers: int = 2) -> OpGraph:
+    """h = x·w0, read by ``readers`` matmuls: when w0 is row-sharded h is Partial and every
+    reader needs the same reduction. Two readers take the pair node, three the producer copy
+    (:mod:`autoshard.planning.shared_reshards`)."""
     g = OpGraph(name="fanout")
     x = g.input("x", (8, 64, 512), DType.BF16)
     w0 = g.param("w0", (512, 512), DType.BF16)
-    w1 = g.param("w1", (512, 256), DType.BF16)
-    w2 = g.param("w2", (512, 256), DType.BF16)
     h = g.op("einsum", [x, w0], equation="bsh,hf->bsf", name="mm0", outputs=["h"])
-    a = g.op("einsum", [h, w1], equation="bsf,fo->bso", name="mm1", outputs=["a"])
-    b = g.op("einsum", [h, w2], equation="bsf,fo->bso", name="mm2", outputs=["b"])
-    y = g.op("add", [a, b], name="sum", outputs=["y"])
+    outs = []
+    for k in range(1, readers + 1):
+        w = g.param(f"w{k}", (512, 256), DType.BF16)
+        outs.append(g.op("einsum", [h, w], equation="bsf,fo->bso", name=f"mm{k}",
+                         outputs=[f"o{k}"]))
+    y = outs[0]
+    for k, other in enumerate(outs[1:]):
+        y = g.op("add", [y, other], name=f"sum{k}", outputs=[f"y{k}"])
     g.mark_output(y)
     return g
 
@@ -46,20 +52,32 @@ def _replicated(sharding) -> bool:
 
 def _forced(op, strategy) -> bool:
     """Excluded strategies: mm0 never leaves h replicated and its readers read it only
-    replicated, so every plan moves h, once (shared) or twice (per edge)."""
+    replicated, so every plan moves h, once (shared) or once per reader (per edge); the
+    sums and the readers' weights stay replicated (fewer plans to enumerate)."""
     if op.name == "mm0":
         return _replicated(strategy.outputs[0])
-    if op.name in ("mm1", "mm2"):
+    if op.name in ("mm1", "mm2", "mm3"):
         return not _replicated(strategy.inputs[0])
+    if op.name.startswith("sum") or op.name in ("w1", "w2", "w3"):  # a smaller brute force
+        return not _replicated(strategy.outputs[0])
     return False
 
 
-def _brute_force(graph: OpGraph, mesh: autoshard.Mesh, shared: bool) -> float:
+def _free_readers(op, strategy) -> bool:
+    """The readers choose any layout of h (some plans read it in two layouts, one in one):
+    only the sums and the weights stay replicated, and mm0 never leaves h replicated."""
+    if op.name in ("mm1", "mm2", "mm3"):
+        return False
+    return _forced(op, strategy)
+
+
+def _brute_force(graph: OpGraph, mesh: autoshard.Mesh, shared: bool,
+                 exclude=_forced) -> float:
     """Min over every plan of: the ops' step costs plus each needed reshard, priced once per
     (tensor, src, dst) when ``shared``, once per consumer edge otherwise."""
     topo = resolve_topology("dgx-h100")
     links = MeshLinks.build(mesh, topo, {})
-    options = PlanOptions(step=StepOptions(overlap=Overlap.NONE), exclude=_forced,
+    options = PlanOptions(step=StepOptions(overlap=Overlap.NONE), exclude=exclude,
                           share_reshards=True)
     prepared = replan(graph, mesh, topo, links, options, prepare_only=True)
     ops, strategies = prepared.ops, prepared.strategies
@@ -95,8 +113,9 @@ def _brute_force(graph: OpGraph, mesh: autoshard.Mesh, shared: bool) -> float:
     return best
 
 
-def test_the_planner_prices_each_layout_once_as_a_brute_force_does() -> None:
-    graph, mesh = fanout_graph(), autoshard.Mesh.parse("tp=2")
+@pytest.mark.parametrize("readers", [2, 3])
+def test_the_planner_prices_each_layout_once_as_a_brute_force_does(readers: int) -> None:
+    graph, mesh = fanout_graph(readers), autoshard.Mesh.parse("tp=2")
     shared, per_edge = _brute_force(graph, mesh, True), _brute_force(graph, mesh, False)
     assert shared < per_edge  # the graph is one where sharing changes the optimum
     plan = autoshard.plan(graph, mesh, overlap="none", exclude=_forced, share_reshards=True)
@@ -105,8 +124,33 @@ def test_the_planner_prices_each_layout_once_as_a_brute_force_does() -> None:
     moves = [(r.tensor, r.src, r.dst) for r in plan.reshards]
     assert len(moves) == len(set(moves))
     (h,) = [r for r in plan.reshards if r.tensor == "h"]
-    assert set(h.consumers) == {"mm1", "mm2"}
+    assert set(h.consumers) == {f"mm{k}" for k in range(1, readers + 1)}
     assert emulate(plan, graph).passed
+
+
+@pytest.mark.parametrize("readers", [2, 3])
+def test_readers_free_to_disagree_are_priced_as_the_brute_force_does(readers: int) -> None:
+    """Every layout pair of the readers is a plan: the pair node (two readers) and the
+    producer copy (three) must price each as the distinct moves it needs."""
+    graph, mesh = fanout_graph(readers), autoshard.Mesh.parse("tp=2")
+    shared = _brute_force(graph, mesh, True, _free_readers)
+    plan = autoshard.plan(graph, mesh, overlap="none", exclude=_free_readers,
+                          share_reshards=True)
+    assert plan.objective.optimal
+    assert plan.objective.total_s == pytest.approx(shared, rel=1e-9)
+    moves = [(r.tensor, r.src, r.dst) for r in plan.reshards]
+    assert len(moves) == len(set(moves))
+    # every share exact from the start (pair node or producer copy, not the lazy road)
+    topo = resolve_topology("dgx-h100")
+    prepared = replan(graph, mesh, topo, MeshLinks.build(mesh, topo, {}),
+                      PlanOptions(step=StepOptions(overlap=Overlap.NONE),
+                                  exclude=_free_readers, share_reshards=True),
+                      prepare_only=True)
+    pricing = prepared.pricing
+    problem = pricing.problem(exact=range(len(pricing.shares)))
+    assert problem.num_nodes > len(prepared.ops)
+    answer = solver.solve(problem)
+    assert answer.optimal and answer.objective == pytest.approx(shared, rel=1e-9)
 
 
 def test_the_mlp_down_projection_gradient_is_resharded_once() -> None:
@@ -121,3 +165,25 @@ def test_the_mlp_down_projection_gradient_is_resharded_once() -> None:
     assert len(record.consumers) == 2 and set(record.consumers) <= readers
     exposed = [(r.tensor, r.src, r.dst, r.count) for r in plan.reshards if not r.overlap]
     assert len(exposed) == len(set(exposed))
+
+
+@pytest.mark.parametrize(("model", "mesh"), [("mlp", "dp=2,tp=2"), ("transformer", "dp=2,tp=2"),
+                                             ("transformer", "dp=2,tp=4")])
+def test_the_shared_step_is_the_per_edge_step_with_duplicate_moves_removed(model: str,
+                                                                          mesh: str) -> None:
+    """The same plan priced per consumer edge (every tensor pinned, sharing off) lists each
+    move once per reader; kept once per (tensor, src, dst), its step is the shared plan's,
+    and the shared plan is proven optimal and no slower than the per-edge optimum."""
+    graph, grid = zoo.build(model), autoshard.Mesh.parse(mesh)
+    shared = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
+    assert shared.objective.optimal
+    per_edge = autoshard.plan(graph, grid, training=True, overlap="none",
+                              pins=pins_from_plan(shared, "shared.json"))
+    moves: dict[tuple, float] = {}
+    for record in per_edge.reshards:
+        moves.setdefault((record.tensor, record.src, record.dst, record.count),
+                         record.count * record.seconds)
+    ops = sum(r.count * (r.compute_s + r.comm_s) for r in per_edge.ops.values())
+    assert ops + sum(moves.values()) == pytest.approx(shared.objective.total_s, rel=1e-9)
+    best_per_edge = autoshard.plan(graph, grid, training=True, overlap="none")
+    assert shared.objective.total_s <= best_per_edge.objective.total_s * (1 + 1e-9)
