@@ -8,7 +8,9 @@ relaxed, or PDLP's x split nodes between optimal vertices), the tied blocks are 
 LP's choices and the rest re-optimised exactly only where the LP hesitated (:func:`_polish`);
 then the next LP answer (a vertex on PDLP's support, a tenth of a second) gets the same; only
 then is all of the rest re-optimised (:mod:`solver.polish`), before any answer that solves the
-whole LP again. An LP small enough for the simplex that split a node of the rest or of a
+whole LP again. While PDLP runs, its point is looked at between legs: the plan its x rounds to,
+proven by reduced-cost fixing and the partial MIP as soon as fixing leaves a small MIP
+(:meth:`_Search.interim`). An LP small enough for the simplex that split a node of the rest or of a
 distinct block is first closed by its partial MIP (:mod:`solver.periodic_close`: those nodes
 integral, the tied representative free, after reduced-cost fixing), which proves llama3-70b on
 dp=8,tp=8 optimal with one distinct block at each end. If a gap is left, the plan says what
@@ -62,6 +64,10 @@ GOOD_ENOUGH_GAP = 5e-3
 # the machine's speed (dp=4,fsdp=8,tp=2 came out proven optimal in one sweep run and 7e-6
 # short in another, its first LP taking 9.8 s and 19 s).
 RESTRICTION = "identical interior layers take identical strategies"
+# PDLP's interim points (``lp_answers(interim=True)``) are closed by the partial MIP only when
+# fixing leaves at most this many variables: on mixtral-8x7b dp=2,ep=4,tp=8 28 k took 0.35 s
+# and 88 k 3.5 s, while 150 more PDLP iterations take ~1 s and shrink what fixing keeps
+INTERIM_MIP_VARS = 50_000
 
 
 @dataclasses.dataclass
@@ -111,12 +117,17 @@ class _Search:
         lp_bound, tried, polished = -math.inf, set(), None
         closable = lp.form.num_vars <= MAX_VARS
         for relaxed in lp_answers(lp.form, None if remaining is None else remaining * 2 / 3,
-                                  self.gap):
+                                  self.gap, interim=not closable):
             self.clock.lap("periodic_lp")
             if relaxed.duals is not None and relaxed.bound >= lp_bound:
                 self.duals, self.weight = relaxed.duals, relaxed.weight
             lp_bound = max(lp_bound, relaxed.bound)
             self.bound = max(self.bound, lp_bound)
+            if relaxed.interim:
+                if self.interim(agg, lp, ends, relaxed) or (self.best is not None
+                                                            and self.clock.expired()):
+                    break  # proven, or out of time with the plan at hand (solver.clock)
+                continue
             if relaxed.x is not None and relaxed.x.tobytes() not in tried:
                 tried.add(relaxed.x.tobytes())
                 self.offer(*_periodic_plan(self.problem, self.chain, agg, ends, lp, relaxed,
@@ -139,6 +150,18 @@ class _Search:
             if not self.done(self.gap) and not self.clock.expired():
                 self._polish_rest(ends)
         return lp, lp_bound
+
+    def interim(self, agg: Aggregated, lp: PeriodicLP, ends: int, relaxed: LPAnswer) -> bool:
+        """A look at PDLP's point before it converges (``lp_answers(interim=True)``): its x
+        as a plan, unpolished, then the partial MIP when reduced-cost fixing against the best
+        plan leaves at most ``INTERIM_MIP_VARS`` variables. True when the gap is closed."""
+        if relaxed.x is None:
+            return False
+        choices = expand(self.chain, agg, lp.lift(relaxed.x), self.problem.num_nodes)
+        self.offer(choices, self.problem.evaluate(choices), "", ends)
+        if not self.done(self.gap):
+            self.close(agg, lp, ends, exact=False, limit=INTERIM_MIP_VARS)
+        return self.done(self.gap)
 
     def _polish_rest(self, ends: int) -> tuple[int, ...] | None:
         """The next answer, if any, solves the whole LP again: first polish all of the rest
@@ -172,7 +195,8 @@ class _Search:
                     self.best_value)
         self.offer(choices, value, "", ends)
 
-    def close(self, agg: Aggregated, lp: PeriodicLP, ends: int, exact: bool = True) -> None:
+    def close(self, agg: Aggregated, lp: PeriodicLP, ends: int, exact: bool = True,
+              limit: int | None = None) -> None:
         """The partial MIP of the LP (:mod:`solver.periodic_close`): a tighter bound, and a
         plan when its point is a better one. After the simplex (``exact``) only where the
         LP split a node the MIP makes integral; after PDLP, whose duals are approximate,
@@ -186,7 +210,7 @@ class _Search:
             kept = kept_after_fixing(lp, agg, self.duals, self.best_value)
             logger.info("reduced-cost fixing keeps %d of %d LP variables", kept,
                         lp.form.num_vars)
-            if kept > MAX_VARS:
+            if kept > (MAX_VARS if limit is None else limit):
                 return
         remaining = self.clock.remaining()
         closed = close_gap(lp, agg, self.duals, self.best_value, remaining, self.gap)

@@ -22,6 +22,11 @@ default adaptive restarts: the periodic LP of llama3.1-405b on 8×8×8 (406 k va
 instead of 4,224. 8 of the 10 3-axis LPs of the 64-device llama3-8b sweep converge within
 the cap, in 1,472–4,992 iterations.
 
+A caller that can prove its plan from approximate duals (the periodic search, by reduced-cost
+fixing) may ask for interim answers: PDLP then runs in legs (``PDLP_CHECKS``,
+:mod:`solver.backends.pdlp_run`) and the caller stops it once its plan is proven (mixtral-8x7b
+dp=2,ep=4,tp=8: at 1,450 of the 2,240 iterations it needs to converge).
+
 Some LPs never settle without restarts (dp=16,fsdp=2,tp=2: not converged after 20,000
 iterations). Past the cap, PDLP's duals still prove a bound and the simplex on the columns
 its x uses gives a vertex (``lp_answers``); only if the plan from that vertex misses the gap
@@ -59,6 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.backends.formulation import Formulation, decode_weighted
+from solver.backends.pdlp_run import PdlpPoint, PdlpRunner
 from solver.solution import OPTIMALITY_GAP
 
 logger = logging.getLogger(__name__)
@@ -70,8 +76,20 @@ PDLP_EPS = 1e-6
 # the sharding of PDLP's vectors fixes its summation order: with it fixed the answer is the
 # same bytes for any number of threads (checked on 1 and 2 threads)
 PDLP_SHARDS = 8
-NO_RESTARTS = 1  # PrimalDualHybridGradientParams.RestartStrategy (module docstring)
 PDLP_MAX_ITERATIONS = 5_000  # the slowest LP that converges without restarts needs 4,992
+# where a caller that asks for interim answers sees PDLP's point before it converges (``lp_
+# answers``): mixtral-8x7b dp=2,ep=4,tp=8's periodic LP converges in 2,240 iterations, but
+# at 1,450 its duals already fix all but 28,068 of 754,880 variables against the plan its x
+# rounds to, and the MIP over those proves that plan (0.35 s). Legs shorter than ~130
+# iterations never converge (PDLP checks termination every 64 and resumes from the average
+# iterate): keep them 150 apart
+PDLP_CHECKS = (1_000, 1_150, 1_300, 1_450, 1_600, 1_750, 1_900)
+# the legs' primal-weight smoothing (``pdlp_proto.SMOOTHING`` for mid-size LPs): on Mixtral's
+# LP at 0.8 the duals' bound is 3.6e-5 below the plan after 1,150 iterations (0.5: 1.5e-3)
+# and x rounds to the plan 1.3e-7 above the optimum, so fixing keeps 24,777 variables and the
+# plan is proven at 1,150 instead of 1,450; llama3-8b-shaped dp=4,fsdp=4,tp=4 (4 layers, not
+# converged at 5,000 either way) ends with its bound 9e-4 lower than at 0.5
+PDLP_LEG_SMOOTHING = 0.8
 # mid-size LPs try PDLP first, for at most this many iterations (module docstring): the
 # tight LPs measured converge in 704 and 832 (``pdlp_proto.SMOOTHING``, tolerance 1e-7)
 PDLP_TRY_VARS = 40_000
@@ -172,10 +190,13 @@ class LPAnswer:
     next_is_cheap: bool = False
     duals: np.ndarray | None = None
     values: np.ndarray | None = None  # the LP's x (options only), when it has a primal
+    # PDLP's point before it converged (``lp_answers(interim=True)``): x and bound hold, but
+    # the next answer carries on with the same LP (worth only a cheap look: its plan, fixing)
+    interim: bool = False
 
 
-def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP
-               ) -> Iterator[LPAnswer]:
+def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP,
+               interim: bool = False) -> Iterator[LPAnswer]:
     """The LP relaxation of ``form``, cheapest answer first: ask for the next one only when
     the last did not give a plan within ``gap`` of its bound. ``gap`` also sets how exactly
     PDLP solves (``pdlp_tolerance``); the simplex is exact anyway.
@@ -193,7 +214,11 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     * past PDLP's cap, as the first: its x is not even optimal (llama3-8b dp=2,fsdp=2,tp=16: a
       plan 20 % above the bound). The vertex, on 1,351 of 341 k columns in 0.1 s, has the same
       LP value and the same 129 fractional nodes as the barrier with crossover, which took
-      48 s. The barrier's answer, with the LP optimum as its bound, comes last."""
+      48 s. The barrier's answer, with the LP optimum as its bound, comes last.
+
+    With ``interim``, PDLP runs in legs (``PDLP_CHECKS``) and each leg that has not converged
+    yields an ``interim`` answer first: its x and a proven bound from its duals, for a caller
+    that can prove its plan with them (reduced-cost fixing) before PDLP finishes."""
     if form.num_vars < PDLP_MIN_VARS or form.memory_rows:
         if form.num_vars >= PDLP_TRY_VARS and not form.memory_rows:
             yield from _pdlp_then_simplex(form, time_limit, gap)
@@ -201,7 +226,14 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
             yield _solve_highs_lp(form, time_limit, barrier=False)
         return
     start = time.perf_counter()
-    first, primal, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
+    if interim:
+        for item in _pdlp_legs(form, time_limit, pdlp_tolerance(gap)):
+            if isinstance(item, LPAnswer):
+                yield item
+            else:
+                first, primal, converged = item
+    else:
+        first, primal, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
     if converged:
         yield dataclasses.replace(first, next_is_cheap=True)
     support, value = _solve_on_support(form, primal, first.x, _left(time_limit, start))
@@ -420,44 +452,53 @@ def _run_mathopt(form: Formulation, factor: float, time_limit: float | None, bar
 
 def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float
                 ) -> tuple[LPAnswer, np.ndarray | None, bool]:
-    """``(answer, x, converged)`` by PDLP straight from the arrays (its Python binding takes
-    a SciPy matrix: no proto of a million terms). Only for LPs without memory rows, which
-    are always feasible (every node has a finite option and every edge a route), so no
-    infeasibility verdict is needed from an approximate method."""
-    import scipy.sparse as sparse
-    from ortools.pdlp import solve_log_pb2, solvers_pb2
-    from ortools.pdlp.python import pdlp
-
-    factor = objective_factor(form)
-    program = pdlp.QuadraticProgram()
-    program.objective_vector = form.obj * factor
-    program.objective_offset = form.constant * factor
-    program.constraint_matrix = sparse.csc_matrix(
-        (form.coefs, (form.rows, form.cols)), shape=(form.row_lo.size, form.num_vars))
-    program.constraint_lower_bounds = form.row_lo
-    program.constraint_upper_bounds = form.row_hi
-    program.variable_lower_bounds = np.zeros(form.num_vars)
-    program.variable_upper_bounds = np.ones(form.num_vars)
-    params = solvers_pb2.PrimalDualHybridGradientParams()
-    params.num_threads = _threads
-    params.num_shards = PDLP_SHARDS
-    params.restart_strategy = NO_RESTARTS
-    criteria = params.termination_criteria
-    criteria.simple_optimality_criteria.eps_optimal_relative = eps
-    criteria.simple_optimality_criteria.eps_optimal_absolute = eps
-    criteria.iteration_limit = PDLP_MAX_ITERATIONS
-    if time_limit is not None:
-        criteria.time_sec_limit = max(time_limit, 0.01)
-    result = pdlp.primal_dual_hybrid_gradient(program, params)
-    duals = np.asarray(result.dual_solution, dtype=np.float64)
-    primal = np.asarray(result.primal_solution, dtype=np.float64)
-    if duals.size != form.row_lo.size or primal.size != form.num_vars:
+    """``(answer, x, converged)`` by PDLP in one leg of at most ``PDLP_MAX_ITERATIONS``
+    (:mod:`solver.backends.pdlp_run`). Only for LPs without memory rows, which are always
+    feasible (every node has a finite option and every edge a route), so no infeasibility
+    verdict is needed from an approximate method."""
+    runner = PdlpRunner(form, objective_factor(form), eps, _threads, PDLP_SHARDS)
+    point = runner.run(PDLP_MAX_ITERATIONS, time_limit, None)
+    if point is None:
         return LPAnswer(None, -math.inf), None, False  # the solver refused the input
-    log = result.solve_log
-    converged = log.termination_reason == solve_log_pb2.TERMINATION_REASON_OPTIMAL
-    logger.info("PDLP: %d variables, %d iterations, %.1f s, %s",
-                form.num_vars, log.iteration_count, log.solve_time_sec,
-                solve_log_pb2.TerminationReason.Name(log.termination_reason))
-    choice, weight = decode_weighted(form, primal)
-    return (LPAnswer(choice, dual_bound(form, duals, factor), weight, duals=duals,
-                     values=primal[:form.num_x]), primal, converged)
+    _log_pdlp(form, point)
+    return _pdlp_answer(form, point), point.primal, point.converged
+
+
+def _pdlp_answer(form: Formulation, point: PdlpPoint, interim: bool = False) -> LPAnswer:
+    choice, weight = decode_weighted(form, point.primal)
+    return LPAnswer(choice, dual_bound(form, point.duals, objective_factor(form)), weight,
+                    duals=point.duals, values=point.primal[:form.num_x], interim=interim)
+
+
+def _log_pdlp(form: Formulation, point: PdlpPoint, reason: str = "") -> None:
+    logger.info("PDLP: %d variables, %d iterations, %.1f s, %s", form.num_vars,
+                point.iterations, point.seconds, reason or point.reason)
+
+
+def _pdlp_legs(form: Formulation, time_limit: float | None, eps: float
+               ) -> Iterator[LPAnswer | tuple[LPAnswer, np.ndarray | None, bool]]:
+    """PDLP in legs ending at ``PDLP_CHECKS`` iterations, an interim answer after each leg
+    that has not converged, then the rest up to ``PDLP_MAX_ITERATIONS`` in one leg; the last
+    item is ``_solve_pdlp``'s triple. A caller that stops asking stops PDLP."""
+    start = time.perf_counter()
+    runner = PdlpRunner(form, objective_factor(form), eps, _threads, PDLP_SHARDS,
+                        PDLP_LEG_SMOOTHING)
+    point: PdlpPoint | None = None
+    for end in (*(c for c in PDLP_CHECKS if c < PDLP_MAX_ITERATIONS), PDLP_MAX_ITERATIONS):
+        done = 0 if point is None else point.iterations
+        left = _left(time_limit, start)
+        if left is not None and left <= 0 and point is not None:
+            break
+        leg = runner.run(end - done, left, point)
+        if leg is None:
+            break
+        point = leg
+        if point.converged or end == PDLP_MAX_ITERATIONS or point.reason.endswith("TIME_LIMIT"):
+            break
+        _log_pdlp(form, point, "interim")
+        yield _pdlp_answer(form, point, interim=True)
+    if point is None:
+        yield LPAnswer(None, -math.inf), None, False
+        return
+    _log_pdlp(form, point)
+    yield _pdlp_answer(form, point), point.primal, point.converged

@@ -1,0 +1,112 @@
+"""PDLP in legs (``solver.backends.pdlp_run``) and the periodic search's look at each leg's
+point before PDLP converges, against independent answers: the dual simplex's LP optimum and
+exhaustive search of the whole problem (``solver.exact`` shares no code with either)."""
+
+from __future__ import annotations
+
+import pytest
+
+import solver.periodic_search as periodic_search
+from solver import solve
+from solver.backends import lp
+from solver.backends.formulation import build
+from solver.compact import build_work, index_work
+from solver.exact import exhaustive
+from tests.solver.backends.test_lp_bound import chain_like
+from tests.solver.test_periodic import chain_problem
+
+# interim answers early (the last leg runs to the cap in one go, so short legs cannot stop
+# PDLP converging); the chains below converge in a few hundred iterations
+CHECKS = (16, 32, 48)
+
+
+def _lp_optimum(form) -> float:
+    run = lp._run_highs(form, lp.objective_factor(form), None, barrier=False)
+    assert run.x is not None
+    return float(form.obj @ run.x + form.constant)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pdlp_legs_bound_below_the_lp_optimum_and_reach_it(seed, monkeypatch) -> None:
+    """Every leg's bound (from its duals, by weak duality) stays below the simplex's LP
+    optimum; the legs end with PDLP converged, its bound at the optimum; each interim
+    answer's x is a plan of the problem."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
+    ix = index_work(build_work(chain_like(seed)))
+    form = build(ix, flow=True)
+    optimum = _lp_optimum(form)
+    tolerance = 1e-9 * max(1.0, abs(optimum))
+    answers = list(lp.lp_answers(form, None, gap=1e-6, interim=True))
+    interim = [a for a in answers if a.interim]
+    final = [a for a in answers if not a.interim]
+    assert interim and final, "the LP should take more than the first leg"
+    assert all(a.bound <= optimum + tolerance for a in answers)
+    assert all(ix.evaluate(a.x) >= optimum - tolerance for a in interim)
+    assert final[0].next_is_cheap  # PDLP converged within its cap
+    assert final[0].bound == pytest.approx(optimum, rel=1e-5, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_legs_resumed_with_their_primal_weight_converge_as_one_leg_does(seed) -> None:
+    """PDLP resumed leg after leg (150 iterations each: ``PDLP_CHECKS``' spacing) from the
+    last leg's point and primal weight converges within one leg of the iterations a single
+    run needs, to the simplex's LP optimum."""
+    from solver.backends.pdlp_run import PdlpRunner
+
+    form = build(index_work(build_work(chain_like(seed))), flow=True)
+    optimum, factor = _lp_optimum(form), lp.objective_factor(form)
+    runner = PdlpRunner(form, factor, 1e-6, 1, lp.PDLP_SHARDS)
+    whole = runner.run(5_000, None, None)
+    assert whole is not None and whole.converged
+    point = None
+    while point is None or (not point.converged and point.iterations < 5_000):
+        point = runner.run(150, None, point)
+        assert point is not None
+    assert point.converged and point.iterations <= whole.iterations + 150
+    bound = lp.dual_bound(form, point.duals, factor)
+    assert bound <= optimum + 1e-9 * max(1.0, abs(optimum))
+    assert bound == pytest.approx(optimum, rel=1e-5, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_interim_answers_keep_the_periodic_answer_bracketed(seed, monkeypatch) -> None:
+    """With PDLP in legs and its interim points closed by fixing and the partial MIP, the
+    answer is still bracketed by the exhaustive optimum, and one called optimal is it."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
+    monkeypatch.setattr(periodic_search, "MAX_VARS", 0)  # the PDLP road of large LPs
+    looks = []
+    real = periodic_search._Search.interim
+    monkeypatch.setattr(periodic_search._Search, "interim",
+                        lambda self, *a: looks.append(real(self, *a)) or looks[-1])
+    problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
+    _, best = exhaustive(problem)
+    answer = solve(problem)
+    assert answer.bound <= best + 1e-9
+    assert answer.objective >= best - 1e-9
+    assert answer.objective == pytest.approx(problem.evaluate(answer.choices))
+    if answer.optimal:
+        assert answer.objective == pytest.approx(best, abs=1e-9)
+    assert looks and all(isinstance(done, bool) for done in looks)
+
+
+def test_some_chain_is_proven_at_an_interim_point(monkeypatch) -> None:
+    """The road is taken, not only allowed: on some of these chains the interim look closes
+    the gap before PDLP converges, and the plan it proves is the exhaustive optimum."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
+    monkeypatch.setattr(periodic_search, "MAX_VARS", 0)
+    closed_early = []
+    real = periodic_search._Search.interim
+    for seed in range(10):
+        looks: list[bool] = []
+        monkeypatch.setattr(periodic_search._Search, "interim",
+                            lambda self, *a, _l=looks, _r=real: _l.append(_r(self, *a)) or _l[-1])
+        problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
+        _, best = exhaustive(problem)
+        answer = solve(problem)
+        if looks and looks[-1]:
+            assert answer.optimal and answer.objective == pytest.approx(best, abs=1e-9)
+            closed_early.append(seed)
+    assert closed_early
