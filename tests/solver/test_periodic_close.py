@@ -22,6 +22,7 @@ from solver.backends.lp import solve_lp
 from solver.exact import exhaustive
 from solver.periodic import aggregate, expand, find_chain, periodic_lp
 from solver.periodic_close import close_gap, column_weights, fixed_options, integral_mask
+from tests.support.bracket import assert_bracketed
 
 
 def overlap_chain(seed: int, layers: int, options: int) -> ChoiceProblem:
@@ -94,11 +95,7 @@ def test_solve_is_bracketed_by_the_true_optimum(seed, layers, options) -> None:
         return
     _, best = exhaustive(problem)
     answer = solve(problem)
-    assert answer.bound <= best + 1e-9
-    assert answer.objective >= best - 1e-9
-    assert answer.objective == pytest.approx(problem.evaluate(answer.choices))
-    if answer.optimal:
-        assert answer.objective == pytest.approx(best, abs=1e-9)
+    assert_bracketed(problem, answer, best)
 
 
 def test_fixing_keeps_every_option_of_a_cheaper_plan() -> None:

@@ -14,6 +14,7 @@ from solver.compact import build_work, index_work
 from solver.exact import exhaustive
 from tests.solver.backends.test_lp_bound import chain_like
 from tests.solver.test_periodic import chain_problem
+from tests.support.bracket import assert_bracketed
 
 # interim answers early (the last leg runs to the cap in one go, so short legs cannot stop
 # PDLP converging); the chains below converge in a few hundred iterations
@@ -83,11 +84,7 @@ def test_interim_answers_keep_the_periodic_answer_bracketed(seed, monkeypatch) -
     problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
     _, best = exhaustive(problem)
     answer = solve(problem)
-    assert answer.bound <= best + 1e-9
-    assert answer.objective >= best - 1e-9
-    assert answer.objective == pytest.approx(problem.evaluate(answer.choices))
-    if answer.optimal:
-        assert answer.objective == pytest.approx(best, abs=1e-9)
+    assert_bracketed(problem, answer, best)
     assert looks and all(isinstance(done, bool) for done in looks)
 
 

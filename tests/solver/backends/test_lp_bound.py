@@ -17,6 +17,7 @@ from solver.backends import lp
 from solver.backends.formulation import build, decode_weighted
 from solver.compact import build_work, index_work
 from solver.exact import exhaustive
+from tests.support.bracket import assert_bracketed
 
 
 def small_problem(seed: int) -> ChoiceProblem:
@@ -80,10 +81,7 @@ def test_solve_through_pdlp_is_exact(seed, monkeypatch):
     problem = small_problem(seed)
     _, best = exhaustive(problem)
     answer = solve(problem, backend="highs")
-    assert answer.bound <= best + 1e-9
-    assert answer.objective >= best - 1e-9
-    if answer.optimal:
-        assert answer.objective == pytest.approx(best, abs=1e-9)
+    assert_bracketed(problem, answer, best)
 
 
 def test_pdlp_cut_short_still_gives_a_valid_bound(monkeypatch):

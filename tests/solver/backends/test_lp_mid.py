@@ -20,6 +20,7 @@ from solver.compact import build_work, index_work
 from solver.exact import exhaustive
 from tests.solver.backends.test_lp_bound import chain_like, small_problem
 from tests.solver.test_periodic import chain_problem
+from tests.support.bracket import assert_bracketed
 
 
 def _simplex_bound(form) -> float:
@@ -72,10 +73,7 @@ def test_solve_through_the_mid_size_path_is_exact(seed, cap, monkeypatch):
     problem = small_problem(seed)
     _, best = exhaustive(problem)
     answer = solve(problem, backend="highs")
-    assert answer.bound <= best + 1e-9
-    assert answer.objective >= best - 1e-9
-    if answer.optimal:
-        assert answer.objective == pytest.approx(best, abs=1e-9)
+    assert_bracketed(problem, answer, best)
 
 
 @settings(max_examples=30, deadline=None)
@@ -93,11 +91,7 @@ def test_periodic_chain_through_the_mid_size_path_is_bracketed(seed, layers, per
         patch.setattr(lp, "PDLP_TRY_VARS", 0)
         patch.setattr(lp, "PDLP_TRY_ITERATIONS", cap)
         answer = solve(problem)
-    assert answer.bound <= best + 1e-9
-    assert answer.objective >= best - 1e-9
-    assert answer.objective == pytest.approx(problem.evaluate(answer.choices))
-    if answer.optimal:
-        assert answer.objective == pytest.approx(best, abs=1e-9)
+    assert_bracketed(problem, answer, best)
 
 
 @pytest.mark.parametrize("seed", range(3))
