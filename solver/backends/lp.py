@@ -64,7 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.backends.formulation import Formulation, decode_weighted
-from solver.backends.pdlp_run import PdlpPoint, PdlpRunner
+from solver.backends.pdlp_run import SMOOTHING, PdlpPoint, PdlpRunner
 from solver.solution import OPTIMALITY_GAP
 
 logger = logging.getLogger(__name__)
@@ -84,14 +84,14 @@ PDLP_MAX_ITERATIONS = 5_000  # the slowest LP that converges without restarts ne
 # iterations never converge (PDLP checks termination every 64 and resumes from the average
 # iterate): keep them 150 apart
 PDLP_CHECKS = (1_000, 1_150, 1_300, 1_450, 1_600, 1_750, 1_900)
-# the legs' primal-weight smoothing (``pdlp_proto.SMOOTHING`` for mid-size LPs): on Mixtral's
-# LP at 0.8 the duals' bound is 3.6e-5 below the plan after 1,150 iterations (0.5: 1.5e-3)
-# and x rounds to the plan 1.3e-7 above the optimum, so fixing keeps 24,777 variables and the
-# plan is proven at 1,150 instead of 1,450; llama3-8b-shaped dp=4,fsdp=4,tp=4 (4 layers, not
-# converged at 5,000 either way) ends with its bound 9e-4 lower than at 0.5
-PDLP_LEG_SMOOTHING = 0.8
+# the legs' primal-weight smoothing (``pdlp_run.SMOOTHING``, as for mid-size LPs): on
+# Mixtral's LP at 0.8 the duals' bound is 3.6e-5 below the plan after 1,150 iterations (0.5:
+# 1.5e-3) and x rounds to the plan 1.3e-7 above the optimum, so fixing keeps 24,777 variables
+# and the plan is proven at 1,150 instead of 1,450; llama3-8b-shaped dp=4,fsdp=4,tp=4 (4
+# layers, not converged at 5,000 either way) ends with its bound 9e-4 lower than at 0.5
+PDLP_LEG_SMOOTHING = SMOOTHING
 # mid-size LPs try PDLP first, for at most this many iterations (module docstring): the
-# tight LPs measured converge in 704 and 832 (``pdlp_proto.SMOOTHING``, tolerance 1e-7)
+# tight LPs measured converge in 704 and 832 (``pdlp_run.SMOOTHING``, tolerance 1e-7)
 PDLP_TRY_VARS = 40_000
 PDLP_TRY_ITERATIONS = 1_024
 SIMPLEX = "GLOP"  # the dual simplex of LPs without memory rows ("HIGHS": HiGHS' everywhere)

@@ -39,13 +39,7 @@ import numpy as np
 
 from solver.backends import mathopt
 from solver.backends.formulation import Formulation
-
-NO_RESTARTS = 1  # PrimalDualHybridGradientParams.RestartStrategy.NO_RESTARTS
-# How far each major iteration moves PDLP's primal weight towards its new estimate (PDLP's
-# default 0.5). Iterations to convergence, one thread, the periodic LPs of gpt2 dp=2,tp=4 and
-# llama3-8b dp=8,tp=8 training under measured-curve prices: 896 and 1,152 at 0.5; 704 and 960
-# at 0.7; 640 and 704 at 0.8 (0.18 s CPU each, against 0.30 s and 0.27 s); 704 and 896 at 0.9.
-SMOOTHING = 0.8
+from solver.backends.pdlp_run import SMOOTHING, configure
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -71,15 +65,8 @@ def run_pdlp(form: Formulation, factor: float, time_limit: float | None, *, eps:
     params = parameters_pb2.SolveParametersProto()
     if time_limit is not None:
         params.time_limit.FromNanoseconds(int(max(time_limit, 0.01) * 1e9))
-    pdlp = params.pdlp
-    pdlp.num_threads = threads
-    pdlp.num_shards = shards
-    pdlp.restart_strategy = NO_RESTARTS
-    pdlp.primal_weight_update_smoothing = SMOOTHING
-    criteria = pdlp.termination_criteria
-    criteria.simple_optimality_criteria.eps_optimal_relative = eps
-    criteria.simple_optimality_criteria.eps_optimal_absolute = eps
-    criteria.iteration_limit = max_iterations
+    configure(params.pdlp, eps=eps, iterations=max_iterations, threads=threads, shards=shards,
+              smoothing=SMOOTHING)
     _, model_params = mathopt.parameters(None, 0.0, None, form)
     result = mathopt.run(mathopt.model_proto(form, factor, integral=False), "PDLP", params,
                          model_params)
