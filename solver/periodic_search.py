@@ -48,7 +48,7 @@ from solver.periodic_close import (
     support_plan,
     worth_closing,
 )
-from solver.polish import decided_elsewhere, fix, tied_run
+from solver.polish import decided_elsewhere, fix, free_part, tied_run
 from solver.problem import ChoiceProblem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
 
@@ -297,7 +297,8 @@ def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
     plan came back, or when the deadline has passed (``solver.clock``)."""
     if clock.expired():
         return None
-    narrowed = fix(problem, fixed, choices)
+    part = free_part(problem, fixed, choices)
+    narrowed = fix(problem, fixed, choices) if part is None else part[0]
     try:
         # no LP first: the narrowed LP is as fractional as the periodic one was where the
         # plan missed the bound (a 3-axis polish: 10 s of LP, then the MIP anyway)
@@ -307,7 +308,16 @@ def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
         return None
     clock.lap("polish")
     logger.info("polish: %s", ", ".join(f"{name} {s:.1f} s" for name, s in answer.stats.seconds))
-    return answer
+    if part is None:
+        return answer
+    # the free nodes' plan lifted onto the fixed ones; the fixed part is a constant, so the
+    # sub-problem's bound plus that constant bounds every plan with those nodes fixed
+    lifted = list(choices)
+    for node, option in zip(part[1].tolist(), answer.choices, strict=True):
+        lifted[node] = option
+    value = problem.evaluate(lifted)
+    return dataclasses.replace(answer, choices=tuple(lifted), objective=value,
+                               bound=answer.bound + (value - answer.objective))
 
 
 def solve_restricted(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
