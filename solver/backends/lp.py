@@ -94,6 +94,13 @@ PDLP_LEG_SMOOTHING = SMOOTHING
 # tight LPs measured converge in 704 and 832 (``pdlp_run.SMOOTHING``, tolerance 1e-7)
 PDLP_TRY_VARS = 40_000
 PDLP_TRY_ITERATIONS = 1_024
+# one thread for the mid-size try: on these LPs a second thread costs more in PDLP's
+# per-iteration synchronisation than it saves (CPU seconds of the 1,024-capped try, the
+# periodic LPs of gpt2 12 layers dp=2,tp=4 / llama3-8b / llama3-70b dp=8,tp=8 training under
+# measured-curve prices, one loaded 2-core machine: 0.29 / 0.28 / 0.30 s on one thread
+# against 0.43-0.46 / 0.43-0.51 / 0.41-0.47 s on two, and faster in wall time too, 0.26-0.30 s
+# against 0.37-0.43 s); the same iterations and bytes either way (``PDLP_SHARDS``)
+PDLP_TRY_THREADS = 1
 SIMPLEX = "GLOP"  # the dual simplex of LPs without memory rows ("HIGHS": HiGHS' everywhere)
 
 
@@ -269,7 +276,8 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float
     # a tenth of the large LPs' tolerance: at 1e-6 llama3-8b dp=8,tp=8's x (704 iterations)
     # rounded to a plan 5.5e-7 above the optimum, inside the gap; at 1e-7 (832) to the optimum
     run = run_pdlp(form, factor, time_limit, eps=pdlp_tolerance(gap) / 10,
-                   max_iterations=PDLP_TRY_ITERATIONS, threads=_threads, shards=PDLP_SHARDS)
+                   max_iterations=PDLP_TRY_ITERATIONS, threads=PDLP_TRY_THREADS,
+                   shards=PDLP_SHARDS)
     logger.info("PDLP: %d variables, %d iterations%s", form.num_vars, run.iterations,
                 "" if run.converged else ", not converged: the dual simplex instead")
     first = LPAnswer(None, -math.inf)
