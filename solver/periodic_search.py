@@ -298,11 +298,18 @@ def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
     if clock.expired():
         return None
     part = free_part(problem, fixed, choices)
-    narrowed = fix(problem, fixed, choices) if part is None else part[0]
+    narrowed, sub_gap = fix(problem, fixed, choices), gap
+    if part is not None:
+        # the same absolute gap as on the whole plan: the free part's cost is only a share
+        narrowed = part[0]
+        share = narrowed.evaluate([choices[node] for node in part[1].tolist()])
+        whole = problem.evaluate(choices)
+        if 0.0 < share < whole < math.inf:
+            sub_gap = gap * whole / share
     try:
         # no LP first: the narrowed LP is as fractional as the periodic one was where the
         # plan missed the bound (a 3-axis polish: 10 s of LP, then the MIP anyway)
-        answer = solve_graph(narrowed, Clock(clock.remaining()), "auto", True, gap, None,
+        answer = solve_graph(narrowed, Clock(clock.remaining()), "auto", True, sub_gap, None,
                              sizes_of(narrowed), lp_first=False)
     except (Infeasible, NoSolutionError):
         return None
