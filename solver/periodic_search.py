@@ -5,7 +5,8 @@ bound of the whole problem; it is tried with one and then two distinct blocks at
 an integral LP optimum whose plan meets the bound is the answer. When it does not (the plan
 pays at the junctions between the distinct and the tied blocks, where the LP's linking is
 relaxed, or PDLP's x split nodes between optimal vertices), the tied blocks are fixed to the
-LP's choices and the rest re-optimised exactly only where the LP hesitated (:func:`_polish`);
+LP's choices and the rest re-optimised exactly only where the LP hesitated (:func:`_polish`,
+over the free nodes alone: :func:`solver.polish.free_part`);
 then the next LP answer (a vertex on PDLP's support, a tenth of a second) gets the same; only
 then is all of the rest re-optimised (:mod:`solver.polish`), before any answer that solves the
 whole LP again. While PDLP runs, its point is looked at between legs: the plan its x rounds to,

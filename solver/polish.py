@@ -11,6 +11,10 @@ RINS heuristic of MIP solvers), fixing every other node to the LP's choice. Meas
 within 4.5e-6 of the full polish in 1.4 s instead of 10.9 s; dp=2,fsdp=16,tp=2 in 1.3 s
 instead of 18 s (2.1e-4 above the full polish, inside the gap). Only when that plan is still
 short of the gap does the full polish run.
+
+Either polish is solved over its free nodes only (:func:`free_part`): the fixed nodes' edges
+become costs of their free neighbours, and the thousands of fixed nodes of a long model are
+never built (llama3-70b on dp=8,tp=8 under measured-curve prices: 0.3 s instead of 0.9 s).
 """
 
 from __future__ import annotations
