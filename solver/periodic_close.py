@@ -272,3 +272,47 @@ def support_plan(lp: PeriodicLP, agg: Aggregated, values: np.ndarray,
             full[columns] = mathopt.values(sub, primal)
             return decode(form, full)
     return None
+
+
+NEIGHBOURHOOD = 1 / 32  # share of the incumbent's gap the neighbourhood plan searches
+
+
+def neighbourhood_plan(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: float,
+                       time_limit: float | None, gap: float) -> np.ndarray | None:
+    """LP node choices of the best periodic plan the MIP finds on the variables whose reduced
+    cost is below ``NEIGHBOURHOOD`` of the gap between ``incumbent`` and the duals' bound,
+    with every node integral (the tied representative too, so the point is a periodic plan);
+    ``None`` if it found none. A heuristic (``solver.backends.fixing.neighbourhood_plan`` on
+    the periodic LP): it only looks for a better plan, the bound is not touched. The plan on
+    the LP's support prices the LP's split between two plans; where the LP averages plans
+    that cannot be joined (frustrated cycles: llama3-8b-shaped dp=4,fsdp=4,tp=4 splits 131
+    of 251 nodes 50/50 around 95 cycles), the best plan uses options off the support."""
+    from ortools.math_opt import solution_pb2
+
+    form = lp.form
+    bound, reduced = reduced_costs(form, duals)
+    limit = (incumbent - bound) * NEIGHBOURHOOD
+    _, tied = integral_mask(lp, agg)
+    _, integral_x = column_weights(lp, agg)
+    keep = np.ones(form.num_vars, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        keep &= ~(reduced > limit)
+    keep[[w.var for w in form.window_maps]] = True
+    starts, ends = form.offsets[:-1], form.offsets[1:]
+    if not all(keep[a:b].any() for a, b in zip(starts, ends, strict=True)):
+        return None
+    integers = np.zeros(form.num_vars, dtype=bool)
+    integers[:form.num_x] = integral_x | np.repeat(tied, np.diff(form.offsets))
+    columns = np.flatnonzero(keep)
+    sub = _columns(form, columns)
+    params, model_params = mathopt.parameters(time_limit, gap, None, sub)
+    result = mathopt.run(mathopt.model_proto(sub, objective_factor(form),
+                                             integers=integers[columns]),
+                         "HIGHS", params, model_params)
+    for solution in result.solutions:
+        primal = solution.primal_solution
+        if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
+            full = np.zeros(form.num_vars)
+            full[columns] = mathopt.values(sub, primal)
+            return decode(form, full)
+    return None

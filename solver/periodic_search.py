@@ -45,6 +45,7 @@ from solver.periodic_close import (
     MAX_VARS,
     close_gap,
     kept_after_fixing,
+    neighbourhood_plan,
     support_plan,
     worth_closing,
 )
@@ -136,6 +137,7 @@ class _Search:
                 break  # the plan at hand is the answer (solver.clock)
             if not closable and not self.done(self.gap):
                 self.on_support(agg, lp, ends, relaxed)
+                self.neighbourhood(agg, lp, ends, relaxed)
                 self.close(agg, lp, ends, exact=False)
             if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap \
                     and not closable and not self.clock.expired():
@@ -193,6 +195,24 @@ class _Search:
         value = self.problem.evaluate(choices)
         logger.info("periodic MIP on the LP's support: plan %.10g (best so far %.10g)", value,
                     self.best_value)
+        self.offer(choices, value, "", ends)
+
+    def neighbourhood(self, agg: Aggregated, lp: PeriodicLP, ends: int, relaxed: LPAnswer
+                      ) -> None:
+        """The best periodic plan near the LP's reduced costs
+        (:func:`solver.periodic_close.neighbourhood_plan`), offered as a plan."""
+        if relaxed.duals is None or self.best is None or self.done(self.gap) \
+                or self.clock.expired():
+            return
+        x = neighbourhood_plan(lp, agg, relaxed.duals, self.best_value, self.clock.remaining(),
+                               self.gap)
+        self.clock.lap("periodic_neighbourhood_mip")
+        if x is None:
+            return
+        choices = expand(self.chain, agg, lp.lift(x), self.problem.num_nodes)
+        value = self.problem.evaluate(choices)
+        logger.info("periodic MIP near the LP's reduced costs: plan %.10g (best so far %.10g)",
+                    value, self.best_value)
         self.offer(choices, value, "", ends)
 
     def close(self, agg: Aggregated, lp: PeriodicLP, ends: int, exact: bool = True,

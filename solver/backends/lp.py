@@ -438,8 +438,14 @@ def _run_mathopt(form: Formulation, factor: float, time_limit: float | None, bar
     else:
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_DUAL_SIMPLEX
         params.presolve = parameters_pb2.EMPHASIS_OFF  # 5.2 s vs 11.4 s on GPT-2 training
-    result = mathopt.run(mathopt.model_proto(form, factor, integral=False), solver, params,
-                         model_params)
+    proto = mathopt.model_proto(form, factor, integral=False)
+    if barrier:  # HiGHS' barrier does not stop at its limit: run where it can be stopped
+        result = mathopt.run_stoppable(proto, solver, params, model_params, time_limit)
+        if result is None:
+            logger.info("barrier stopped at its time limit (%.1f s)", time_limit)
+            return _HighsRun(stopped=True)
+    else:
+        result = mathopt.run(proto, solver, params, model_params)
     reason = result.termination.reason
     if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
         return _HighsRun(infeasible=True, bound=math.inf)
