@@ -1,0 +1,55 @@
+"""``periodic_close.neighbourhood_plan``: the periodic MIP near the LP's reduced costs.
+
+Checked against enumeration (``_best_periodic``, no shared code with the LP): with an
+incumbent so far above the bound that no variable's reduced cost reaches the neighbourhood's
+edge, the MIP is over every option with every node integral, so its plan is the cheapest
+periodic plan; with the incumbent at the exhaustive optimum its plan, when it finds one, is a
+plan of the whole problem, so it costs at least that optimum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from solver.backends.lp import solve_lp
+from solver.exact import exhaustive
+from solver.periodic import aggregate, expand, find_chain, periodic_lp
+from solver.periodic_close import neighbourhood_plan
+from tests.solver.test_periodic import chain_problem
+from tests.solver.test_periodic_caps import _best_periodic
+
+SEEDS = (16, 17, 21, 37, 73, 78, 3, 5)
+
+
+def _lp(seed: int):
+    problem = chain_problem(seed, layers=4, per_block=2, options=3, rest=2)
+    chain = find_chain(problem)
+    assert chain is not None
+    agg = aggregate(problem, chain)
+    lp = periodic_lp(agg)
+    return problem, chain, agg, lp, solve_lp(lp.form, None)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_wide_neighbourhood_finds_the_best_periodic_plan(seed) -> None:
+    problem, chain, agg, lp, answer = _lp(seed)
+    assert answer.duals is not None
+    far = answer.bound + 1e9
+    x = neighbourhood_plan(lp, agg, answer.duals, far, None, 0.0)
+    assert x is not None
+    plan = expand(chain, agg, lp.lift(x), problem.num_nodes)
+    assert problem.evaluate(plan) == pytest.approx(_best_periodic(problem, chain), abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_narrow_neighbourhood_gives_a_plan_no_cheaper_than_the_optimum(seed) -> None:
+    problem, chain, agg, lp, answer = _lp(seed)
+    _, best = exhaustive(problem)
+    assert answer.bound <= best + 1e-9
+    x = neighbourhood_plan(lp, agg, answer.duals, best, None, 0.0)
+    if x is None:
+        return  # nothing near enough: no plan, which is allowed
+    plan = expand(chain, agg, lp.lift(x), problem.num_nodes)
+    assert np.isfinite(problem.evaluate(plan))
+    assert problem.evaluate(plan) >= best - 1e-9
