@@ -15,7 +15,12 @@ import pytest
 from solver.backends.lp import solve_lp
 from solver.exact import exhaustive
 from solver.periodic import aggregate, expand, find_chain, periodic_lp
-from solver.periodic_close import neighbourhood_plan
+from solver.periodic_close import (
+    close_gap,
+    kept_after_fixing,
+    neighbourhood_plan,
+    threshold_keeping,
+)
 from tests.solver.test_periodic import chain_problem
 from tests.solver.test_periodic_caps import _best_periodic
 
@@ -53,3 +58,26 @@ def test_a_narrow_neighbourhood_gives_a_plan_no_cheaper_than_the_optimum(seed) -
     plan = expand(chain, agg, lp.lift(x), problem.num_nodes)
     assert np.isfinite(problem.evaluate(plan))
     assert problem.evaluate(plan) >= best - 1e-9
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_partial_mip_below_a_lower_threshold_still_bounds_the_optimum(seed) -> None:
+    """Fixing against a threshold ``T`` below the plan's cost keeps at most the budget, and
+    ``close_gap`` given ``T`` proves ``min(T, MIP bound)``: never above the exhaustive
+    optimum, whatever the LP's duals (the LP's, then perturbed ones), over every budget."""
+    problem, chain, agg, lp, answer = _lp(seed)
+    _, best = exhaustive(problem)
+    rng = np.random.default_rng(seed)
+    below = 0
+    for duals in (answer.duals, answer.duals + rng.normal(scale=0.3, size=answer.duals.size)):
+        for budget in range(lp.form.num_vars, 0, -3):
+            threshold = threshold_keeping(lp, agg, duals, best, budget)
+            if threshold is None:
+                continue
+            assert threshold <= best
+            assert kept_after_fixing(lp, agg, duals, threshold) <= budget
+            closed = close_gap(lp, agg, duals, threshold, None, 0.0)
+            assert closed.bound <= best + 1e-9
+            assert closed.bound <= threshold + 1e-9
+            below += threshold < best
+    assert below > 0  # some budget made the threshold bite
