@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,6 +186,7 @@ def close_gap(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: flo
     variables fixing leaves go into the model (a 3-axis LP keeps a few thousand of ~1 M)."""
     from ortools.math_opt import result_pb2, solution_pb2
 
+    started = time.perf_counter()
     form = lp.form
     upper, integers = fixed_options(lp, agg, duals, incumbent)
     starts = form.offsets[:-1]
@@ -193,8 +195,8 @@ def close_gap(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: flo
     columns = np.flatnonzero(upper)
     sub = _columns(form, columns)
     factor = objective_factor(form)
-    params, model_params = mathopt.parameters(time_limit, gap, None, sub)
     proto = mathopt.model_proto(sub, factor, integers=integers[columns])
+    params, model_params = mathopt.parameters(mathopt.left(time_limit, started), gap, None, sub)
     result = mathopt.run(proto, "HIGHS", params, model_params)
     reason = result.termination.reason
     if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
@@ -282,6 +284,7 @@ def support_plan(lp: PeriodicLP, agg: Aggregated, values: np.ndarray,
     and pays for it, while the MIP picks one."""
     from ortools.math_opt import solution_pb2
 
+    started = time.perf_counter()
     form = lp.form
     keep = support_columns(form, values)
     columns = np.flatnonzero(keep)
@@ -291,9 +294,9 @@ def support_plan(lp: PeriodicLP, agg: Aggregated, values: np.ndarray,
     integers[:form.num_x] = integral_x | np.repeat(tied, np.diff(form.offsets))
     sub = _columns(form, columns)
     factor = objective_factor(form)
-    params, model_params = mathopt.parameters(time_limit, gap, None, sub)
-    result = mathopt.run(mathopt.model_proto(sub, factor, integers=integers[columns]),
-                         "HIGHS", params, model_params)
+    proto = mathopt.model_proto(sub, factor, integers=integers[columns])
+    params, model_params = mathopt.parameters(mathopt.left(time_limit, started), gap, None, sub)
+    result = mathopt.run(proto, "HIGHS", params, model_params)
     for solution in result.solutions:
         primal = solution.primal_solution
         if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
@@ -318,6 +321,7 @@ def neighbourhood_plan(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incum
     of 251 nodes 50/50 around 95 cycles), the best plan uses options off the support."""
     from ortools.math_opt import solution_pb2
 
+    started = time.perf_counter()
     form = lp.form
     bound, reduced = reduced_costs(form, duals)
     limit = (incumbent - bound) * NEIGHBOURHOOD
@@ -334,10 +338,9 @@ def neighbourhood_plan(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incum
     integers[:form.num_x] = integral_x | np.repeat(tied, np.diff(form.offsets))
     columns = np.flatnonzero(keep)
     sub = _columns(form, columns)
-    params, model_params = mathopt.parameters(time_limit, gap, None, sub)
-    result = mathopt.run(mathopt.model_proto(sub, objective_factor(form),
-                                             integers=integers[columns]),
-                         "HIGHS", params, model_params)
+    proto = mathopt.model_proto(sub, objective_factor(form), integers=integers[columns])
+    params, model_params = mathopt.parameters(mathopt.left(time_limit, started), gap, None, sub)
+    result = mathopt.run(proto, "HIGHS", params, model_params)
     for solution in result.solutions:
         primal = solution.primal_solution
         if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:

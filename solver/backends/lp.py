@@ -431,6 +431,9 @@ def _run_mathopt(form: Formulation, factor: float, time_limit: float | None, bar
 
     from solver.backends import mathopt
 
+    started = time.perf_counter()
+    proto = mathopt.model_proto(form, factor, integral=False)
+    time_limit = mathopt.left(time_limit, started)  # the model's build counts (seconds)
     params, model_params = mathopt.parameters(time_limit, 0.0, None, form)
     if barrier:
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_BARRIER
@@ -438,11 +441,10 @@ def _run_mathopt(form: Formulation, factor: float, time_limit: float | None, bar
     else:
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_DUAL_SIMPLEX
         params.presolve = parameters_pb2.EMPHASIS_OFF  # 5.2 s vs 11.4 s on GPT-2 training
-    proto = mathopt.model_proto(form, factor, integral=False)
     if barrier:  # HiGHS' barrier does not stop at its limit: run where it can be stopped
         result = mathopt.run_stoppable(proto, solver, params, model_params, time_limit)
         if result is None:
-            logger.info("barrier stopped at its time limit (%.1f s)", time_limit)
+            logger.info("barrier stopped at its time limit (%.1f s)", time_limit or 0.0)
             return _HighsRun(stopped=True)
     else:
         result = mathopt.run(proto, solver, params, model_params)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 
 import numpy as np
 
@@ -45,6 +46,14 @@ def model_proto(form: Formulation, factor: float = 1.0, integral: bool = True, *
     matrix.column_ids.extend(form.cols[order].tolist())
     matrix.coefficients.extend(form.coefs[order].tolist())
     return proto
+
+
+def left(time_limit: float | None, started: float) -> float | None:
+    """What is left of ``time_limit`` seconds counted from ``started`` (``perf_counter``):
+    the solver's limit once its model is built, so that building a large model (seconds at
+    700 k variables) does not run past the caller's limit."""
+    return None if time_limit is None else max(time_limit - (time.perf_counter() - started),
+                                                0.0)
 
 
 def parameters(time_limit: float | None, gap: float, hint: np.ndarray | None,
