@@ -228,12 +228,16 @@ def _columns(form: Formulation, columns: np.ndarray) -> Formulation:
 SUPPORT_X = 1e-3  # an option with LP x above this is on the support
 
 
-def support_columns(form: Formulation, values: np.ndarray) -> np.ndarray:
+def support_columns(form: Formulation, values: np.ndarray, deadline: float | None = None
+                    ) -> np.ndarray | None:
     """The variables a plan using only the LP's support options (x above ``SUPPORT_X``, and
     each node's largest) needs: those options, every edge's pairs between their groups, one
     cheapest route of each flow network between them (a route prices its pair exactly and
     no combination of arcs prices a pair below its cost, so the MIP on these columns costs
-    every such plan exactly), and the window time variables."""
+    every such plan exactly), and the window time variables. ``None`` once ``deadline``
+    (``perf_counter``) has passed: a PDLP point stopped early spreads over so many options
+    that the routes take minutes (llama3.1-405b's second periodic LP, 787 k variables after
+    189 iterations: 200 s past the search's time limit)."""
     form_x = values[:form.num_x]
     keep = np.zeros(form.num_vars, dtype=bool)
     keep[:form.num_x] = form_x > SUPPORT_X
@@ -246,6 +250,8 @@ def support_columns(form: Formulation, values: np.ndarray) -> np.ndarray:
         keep[ids[ids >= 0]] = True
     for flow in form.flow_maps:
         for row in np.unique(flow.inv_r[chosen[flow.u]]):
+            if deadline is not None and time.perf_counter() > deadline:
+                return None
             reach = _reachable(flow.arcs, int(row))
             for column in np.unique(flow.inv_c[chosen[flow.v]]):
                 target = flow.rows + int(column)
@@ -286,7 +292,9 @@ def support_plan(lp: PeriodicLP, agg: Aggregated, values: np.ndarray,
 
     started = time.perf_counter()
     form = lp.form
-    keep = support_columns(form, values)
+    keep = support_columns(form, values, None if time_limit is None else started + time_limit)
+    if keep is None:
+        return None
     columns = np.flatnonzero(keep)
     _, tied = integral_mask(lp, agg)
     _, integral_x = column_weights(lp, agg)

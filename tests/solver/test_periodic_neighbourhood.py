@@ -19,6 +19,7 @@ from solver.periodic_close import (
     close_gap,
     kept_after_fixing,
     neighbourhood_plan,
+    support_plan,
     threshold_keeping,
 )
 from tests.solver.test_periodic import chain_problem
@@ -65,7 +66,7 @@ def test_the_partial_mip_below_a_lower_threshold_still_bounds_the_optimum(seed) 
     """Fixing against a threshold ``T`` below the plan's cost keeps at most the budget, and
     ``close_gap`` given ``T`` proves ``min(T, MIP bound)``: never above the exhaustive
     optimum, whatever the LP's duals (the LP's, then perturbed ones), over every budget."""
-    problem, chain, agg, lp, answer = _lp(seed)
+    problem, _, agg, lp, answer = _lp(seed)
     _, best = exhaustive(problem)
     rng = np.random.default_rng(seed)
     below = 0
@@ -81,3 +82,12 @@ def test_the_partial_mip_below_a_lower_threshold_still_bounds_the_optimum(seed) 
             assert closed.bound <= threshold + 1e-9
             below += threshold < best
     assert below > 0  # some budget made the threshold bite
+
+
+def test_the_support_plan_gives_up_at_its_deadline(monkeypatch) -> None:
+    """Routing a wide support costs minutes on a 3-axis LP: past its time the support plan
+    returns no plan rather than running on (here with no time at all)."""
+    _, _, agg, lp, _ = _lp(SEEDS[0])
+    values = np.full(lp.form.num_vars, 0.5)
+    assert support_plan(lp, agg, values, None, 0.0) is not None
+    assert support_plan(lp, agg, values, -1.0, 0.0) is None
