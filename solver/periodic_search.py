@@ -13,7 +13,12 @@ proven by reduced-cost fixing and the partial MIP as soon as fixing leaves a sma
 (:meth:`_Search.interim`). An LP small enough for the simplex that split a node of the rest or of a
 distinct block is first closed by its partial MIP (:mod:`solver.periodic_close`: those nodes
 integral, the tied representative free, after reduced-cost fixing), which proves llama3-70b on
-dp=8,tp=8 optimal with one distinct block at each end. If a gap is left, the plan says what
+dp=8,tp=8 optimal with one distinct block at each end. After PDLP the plans of the MIPs on
+the LP's support and near its reduced costs (:func:`solver.periodic_close.neighbourhood_plan`)
+come before the LP's own plan is polished; where fixing against the best plan leaves too
+many variables for the partial MIP, partial MIPs over the variables of least reduced cost
+prove part of the gap (:func:`solver.periodic_close.threshold_keeping`). If a gap is left,
+the plan says what
 it was restricted to, and only a gap above ``GOOD_ENOUGH_GAP`` goes on to the search with all
 interior blocks tied but free (:func:`solve_restricted`).
 """
