@@ -9,6 +9,7 @@ never the solver's matrices.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -215,3 +216,29 @@ def test_a_round_proven_by_the_last_bound_is_the_round_solved_whole(monkeypatch)
     assert shared.objective.total_s == pytest.approx(whole.objective.total_s, rel=1e-9)
     exposed = [(r.tensor, r.src, r.dst, r.count) for r in shared.reshards if not r.overlap]
     assert len(exposed) == len(set(exposed))
+
+
+def test_an_answer_holding_a_flag_no_reader_needs_is_priced_without_it() -> None:
+    """A producer copy's flags are free for the solver to set: an answer cut short may hold
+    one no reader needs, a reshard the decoded plan does not make. ``settled`` drops it and
+    prices the answer again: back to the optimum the brute force finds."""
+    graph, mesh = fanout_graph(3), autoshard.Mesh.parse("tp=2")
+    topo = resolve_topology("dgx-h100")
+    prepared = replan(graph, mesh, topo, MeshLinks.build(mesh, topo, {}),
+                      PlanOptions(step=StepOptions(overlap=Overlap.NONE),
+                                  exclude=_free_readers, share_reshards=True),
+                      prepare_only=True)
+    pricing = prepared.pricing
+    pricing.exact = tuple(range(len(pricing.shares)))
+    problem = pricing.problem()
+    answer = solver.solve(problem)
+    copy = len(prepared.ops)  # the one producer copy: options (producer option, flags)
+    flags = 1 << len(pricing.shares)
+    every = answer.choices[prepared.ops.index(graph.producer("h"))] * flags + flags - 1
+    padded = (*answer.choices[:copy], every, *answer.choices[copy + 1:])
+    assert problem.evaluate(padded) > answer.objective  # some flag costs and is not read
+    stale = dataclasses.replace(answer, choices=padded, objective=problem.evaluate(padded))
+    settled = pricing.settled(stale, problem)
+    assert settled.choices == pricing.complete(answer.choices, problem)  # the flags read
+    assert settled.objective == pytest.approx(_brute_force(graph, mesh, True, _free_readers),
+                                              rel=1e-9)
