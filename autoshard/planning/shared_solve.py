@@ -43,6 +43,10 @@ from autoshard.strategies.derive import Strategy
 
 MAX_ROUNDS = 4
 MAX_EXACT_PER_GROUP = 4  # a producer copy has 2**k options per producer option
+# the repair's small solve is not periodic: it grows with the layers. Measured (loaded
+# machine): 244 free nodes (gpt2 12 layers, proven) 0.7 s, 360 (llama3-8b) 1.2 s, 550
+# (llama3-8b) 2.9 s, llama3-70b's 7,215 shares 221 s (the round's time limit spent on it)
+MAX_REPAIR_NODES = 400
 
 
 @dataclass(slots=True, kw_only=True)
@@ -147,7 +151,8 @@ class SharedPricing:
         round's bound and the small solve finds it in 0.7 s (the whole round: 5-8 s); on
         llama3-8b dp=8,tp=8 every round raises the bound and the two small solves (2.9 s
         and 1.2 s) are spent for nothing. Freeing the neighbours of those ops too made
-        them 1.6x slower and proved nothing more."""
+        them 1.6x slower and proved nothing more. Above ``MAX_REPAIR_NODES`` free nodes
+        it is not tried."""
         problem = problem_of(self.problem())
         held = self.complete(last.choices, problem)
         free = np.zeros(problem.num_nodes, dtype=bool)
@@ -157,6 +162,8 @@ class SharedPricing:
             free[share.producer] = True
             for e in share.members:
                 free[self.edges[e][1]] = True
+        if free.sum() > MAX_REPAIR_NODES:
+            return None
         costs = [cost if free[n] else np.where(np.arange(cost.size) == held[n], cost, np.inf)
                  for n, cost in enumerate(problem.node_costs)]
         small = dataclasses.replace(problem, node_costs=tuple(costs), blocks=None)
