@@ -355,7 +355,7 @@ class _Planner:
         # shared reshards (one per tensor and layout) start relaxed (.shared_solve)
         self.pricing = SharedPricing(step=self.step, edges=edges, strategies=self.strategies,
                                      op_costs=costs, names=[op.name for op in self.ops],
-                                     blocks=self.blocks)
+                                     blocks=self.blocks, gap=self.options.gap)
         self.problem = self.pricing.problem()
         return self
 

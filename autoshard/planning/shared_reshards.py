@@ -324,11 +324,12 @@ def completed(choices: Sequence[int], strategies: Sequence[tuple[Strategy, ...]]
     consumers read; padding takes 0."""
     ops = list(choices[: len(strategies)])
     extra = []
+    targets = _Targets(strategies)
     for group in pair_groups(shares, exact):
         first = shares[group[0]]
         extra.append(pair_choice(first.producer, first.members,
                                  tuple(shares[i].layout for i in group), ops, strategies,
-                                 edges, objective))
+                                 edges, objective, targets))
     for group in exact_groups(shares, exact):
         flags = sum(1 << k for k, i in enumerate(group)
                     if readers(shares[i], ops, strategies, edges) > 0)

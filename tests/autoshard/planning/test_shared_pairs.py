@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import solver
-from autoshard.planning.shared_pairs import pair_choice, pair_node, row_classes
+from autoshard.planning.shared_pairs import pair_choice, pair_node, pair_options, row_classes
 from solver.exact import exhaustive
 
 LAYOUTS = ("A", "B", "C", "D")
@@ -56,13 +56,13 @@ def _problem(m1, m2, in1, in2, costs, shared):
     cost, extra = pair_node(0, (0, 1), shared, 3, [e[:3] for e in edges], edges,
                             lambda v, i: targets[v], {})
     problem = solver.ChoiceProblem(node_costs=[*costs, cost], edges=extra)
-    return problem, edges
+    return problem, edges, targets
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_the_pair_node_prices_every_plan_as_the_brute_force_does(seed: int) -> None:
     out, in1, in2, price, m1, m2, costs, shared = _instance(seed)
-    problem, edges = _problem(m1, m2, in1, in2, costs, shared)
+    problem, edges, targets = _problem(m1, m2, in1, in2, costs, shared)
     strategies = [(), tuple(_Reads((t,)) for t in in1), tuple(_Reads((t,)) for t in in2)]
     best = np.inf
     for a, b1, b2 in itertools.product(*(range(c.size) for c in costs)):
@@ -70,7 +70,7 @@ def test_the_pair_node_prices_every_plan_as_the_brute_force_does(seed: int) -> N
         best = min(best, truth)
         # the node's option for these op choices costs the truth; no option costs less
         pick = pair_choice(0, (0, 1), shared, (a, b1, b2), strategies, edges,
-                           [e[:3] for e in edges])
+                           [e[:3] for e in edges], lambda v, i: targets[v])
         assert problem.evaluate((a, b1, b2, pick)) == pytest.approx(truth, abs=1e-12) \
             if np.isfinite(truth) else not np.isfinite(problem.evaluate((a, b1, b2, pick)))
         node = problem.node_costs[3].size
@@ -88,3 +88,18 @@ def test_producer_options_with_equal_prices_share_one_class() -> None:
     m2 = np.array([[5.0], [6.0], [5.0]])
     assert row_classes(m1, m2).tolist() == [0, 1, 0]
     assert row_classes(m1, np.array([[5.0], [6.0], [7.0]])).tolist() == [0, 1, 2]
+
+
+def test_a_class_keeps_no_option_for_a_layout_it_reaches_free_or_never() -> None:
+    # producer options out A, B; both readers read A or B; A -> A and B -> B are free,
+    # A -> B costs 3, B -> A cannot happen: each class keeps only its one costly layout
+    layouts = ("A", "B")
+    m = np.array([[0.0, 3.0], [np.inf, 0.0]])
+    targets = {t: np.array([k]) for k, t in enumerate(layouts)}
+    classes, rows, kept = pair_options(m, m, layouts, targets, targets)
+    assert classes.tolist() == [0, 1] and rows.tolist() == [0, 1]
+    assert kept.tolist() == [[False, True], [False, False]]
+    edges = [(0, 1, m, ("t", 0, 0)), (0, 2, m, ("t", 0, 0))]
+    cost, _ = pair_node(0, (0, 1), layouts, 3, [e[:3] for e in edges], edges,
+                        lambda v, i: targets, {})
+    assert cost.tolist() == [3.0, 0.0, 0.0]  # (A, B), (A, other), (B, other)

@@ -9,6 +9,7 @@ never the solver's matrices.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -187,3 +188,57 @@ def test_the_shared_step_is_the_per_edge_step_with_duplicate_moves_removed(model
     assert ops + sum(moves.values()) == pytest.approx(shared.objective.total_s, rel=1e-9)
     best_per_edge = autoshard.plan(graph, grid, training=True, overlap="none")
     assert shared.objective.total_s <= best_per_edge.objective.total_s * (1 + 1e-9)
+
+
+def test_a_round_proven_by_the_last_bound_is_the_round_solved_whole(monkeypatch) -> None:
+    """gpt2 (2 layers) on dp=2,tp=4: the last round's answer is found by the small solve
+    around the shares just made exact (``SharedPricing.repair``) and proven by the previous
+    round's bound. Solving every round whole instead (the lazy rounds the tests above hold
+    to the brute force) gives the same step, and the repaired plan makes each exposed move
+    once."""
+    from autoshard.planning.shared_solve import SharedPricing
+
+    graph, grid = zoo.build("gpt2", layers=2), autoshard.Mesh.parse("dp=2,tp=4")
+    repaired: list[bool] = []
+    repair = SharedPricing.repair
+
+    def counted(self, *args):
+        answer = repair(self, *args)
+        repaired.append(answer is not None)
+        return answer
+
+    monkeypatch.setattr(SharedPricing, "repair", counted)
+    shared = autoshard.plan(graph, grid, training=True, share_reshards=True)
+    assert shared.objective.optimal and any(repaired)
+    monkeypatch.setattr(SharedPricing, "repair", lambda self, *args: None)
+    whole = autoshard.plan(graph, grid, training=True, share_reshards=True)
+    assert whole.objective.optimal
+    assert shared.objective.total_s == pytest.approx(whole.objective.total_s, rel=1e-9)
+    exposed = [(r.tensor, r.src, r.dst, r.count) for r in shared.reshards if not r.overlap]
+    assert len(exposed) == len(set(exposed))
+
+
+def test_an_answer_holding_a_flag_no_reader_needs_is_priced_without_it() -> None:
+    """A producer copy's flags are free for the solver to set: an answer cut short may hold
+    one no reader needs, a reshard the decoded plan does not make. ``settled`` drops it and
+    prices the answer again: back to the optimum the brute force finds."""
+    graph, mesh = fanout_graph(3), autoshard.Mesh.parse("tp=2")
+    topo = resolve_topology("dgx-h100")
+    prepared = replan(graph, mesh, topo, MeshLinks.build(mesh, topo, {}),
+                      PlanOptions(step=StepOptions(overlap=Overlap.NONE),
+                                  exclude=_free_readers, share_reshards=True),
+                      prepare_only=True)
+    pricing = prepared.pricing
+    pricing.exact = tuple(range(len(pricing.shares)))
+    problem = pricing.problem()
+    answer = solver.solve(problem)
+    copy = len(prepared.ops)  # the one producer copy: options (producer option, flags)
+    flags = 1 << len(pricing.shares)
+    every = answer.choices[prepared.ops.index(graph.producer("h"))] * flags + flags - 1
+    padded = (*answer.choices[:copy], every, *answer.choices[copy + 1:])
+    assert problem.evaluate(padded) > answer.objective  # some flag costs and is not read
+    stale = dataclasses.replace(answer, choices=padded, objective=problem.evaluate(padded))
+    settled = pricing.settled(stale, problem)
+    assert settled.choices == pricing.complete(answer.choices, problem)  # the flags read
+    assert settled.objective == pytest.approx(_brute_force(graph, mesh, True, _free_readers),
+                                              rel=1e-9)
