@@ -134,10 +134,7 @@ def leanest(problem: ChoiceProblem) -> tuple[int, ...] | None:
         >>> leanest(p)
         (2,)
     """
-    weight = [np.zeros(size) for size in problem.sizes]
-    for row in problem.memory_rows():
-        for node, vector in row:
-            weight[node] += vector
+    weight = problem.memory_totals()
     choices = tuple(int(np.lexsort((cost, np.where(np.isfinite(cost), memory, np.inf)))[0])
                     for cost, memory in zip(problem.node_costs, weight, strict=True))
     peak = problem.peak_memory(choices)

@@ -370,6 +370,18 @@ class ChoiceProblem:
             return None
         return np.array([sum(float(vec[choices[n]]) for n, vec in row) for row in rows])
 
+    def memory_totals(self) -> list[np.ndarray]:
+        """Per node, the bytes each option adds summed over every memory row (zeros without
+        memory): compiled row sums when the rows were checked, term by term otherwise."""
+        sizes = self.sizes
+        if isinstance(self.liveness, _CheckedRows) and self.liveness:
+            return self.liveness.sums().node_totals(sizes)
+        totals = [np.zeros(size) for size in sizes]
+        for row in self.memory_rows():
+            for node, vector in row:
+                totals[node] += vector
+        return totals
+
     def evaluate(self, choices: Sequence[int]) -> float:
         """Total float cost of an assignment (node costs plus edge costs)."""
         total = sum(float(c[i]) for c, i in zip(self.node_costs, choices, strict=True))

@@ -87,6 +87,28 @@ class RowSums:
             out[self.filled] = np.add.reduceat(term_values[self.occurrences], self.starts)
         return out
 
+    def node_totals(self, sizes: Sequence[int]) -> list[np.ndarray]:
+        """Per node, its terms' vectors summed over every row they occur in: how much memory
+        each option of the node adds up across the rows (what the deadline fallback ranks
+        options by). One pass over the distinct terms, weighted by their occurrence counts.
+
+        Example:
+            >>> import numpy as np
+            >>> a, b = (0, np.array([1.0, 2.0])), (1, np.array([10.0, 20.0, 30.0]))
+            >>> [v.tolist() for v in RowSums.compile([(a, b), (b,), ()]).node_totals([2, 3])]
+            [[1.0, 2.0], [20.0, 40.0, 60.0]]
+        """
+        bases = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+        flat = np.zeros(int(bases[-1]))
+        if self.nodes.size:
+            counts = np.bincount(self.occurrences, minlength=self.nodes.size).astype(np.float64)
+            widths = np.asarray(sizes, dtype=np.int64)[self.nodes]
+            term = np.repeat(np.arange(self.nodes.size), widths)
+            within = np.arange(term.size) - np.repeat(np.cumsum(widths) - widths, widths)
+            np.add.at(flat, bases[self.nodes][term] + within,
+                      counts[term] * self.values[self.offsets[term] + within])
+        return [flat[bases[n]:bases[n + 1]] for n in range(len(sizes))]
+
     def peak(self, choices: Sequence[int]) -> float:
         """The largest row sum (0 without rows)."""
         return float(self.sums(choices).max()) if self.rows else 0.0

@@ -55,3 +55,18 @@ def test_problem_peak_uses_every_row() -> None:
 def test_no_rows_means_no_peak() -> None:
     assert ChoiceProblem(node_costs=[[1.0]], liveness=[]).peak_memory((0,)) is None
     assert ChoiceProblem(node_costs=[[1.0]]).peak_memory((0,)) is None
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_node_totals_match_summing_every_term(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    sizes = [int(s) for s in rng.integers(1, 5, 5)]
+    rows = _random_rows(rng, sizes, int(rng.integers(1, 10)))
+    expected = [np.zeros(s) for s in sizes]
+    for row in rows:
+        for node, vector in row:
+            expected[node] = expected[node] + vector
+    problem = ChoiceProblem(node_costs=[np.zeros(s) for s in sizes], liveness=rows,
+                            memory_limit=1e12)
+    for got, want in zip(problem.memory_totals(), expected, strict=True):
+        assert got == pytest.approx(want, rel=1e-12, abs=0.0)
