@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,6 +150,35 @@ def kept_after_fixing(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumb
     return int(np.count_nonzero(upper))
 
 
+def threshold_keeping(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: float,
+                      budget: int) -> float | None:
+    """The largest ``T ≤ incumbent`` at which fixing against ``T`` (:func:`fixed_options`)
+    keeps at most ``budget`` variables, ``None`` when even ``T`` at the duals' bound keeps
+    more.
+
+    :func:`close_gap` given ``T`` instead of a plan's cost still proves ``min(T, MIP
+    bound)``: a plan that uses a fixed variable j costs at least ``DB + d_j·weight_j > T``,
+    and every other one lives in the MIP. So where fixing against the plan keeps too many
+    variables for the MIP, a lower ``T`` proves part of the gap (llama3-8b-shaped
+    dp=4,fsdp=4,tp=4, 4 layers, whole LP: fixing against the best plan keeps 267 k of 710 k
+    variables and HiGHS does not finish in 200 s; at a quarter of the gap it keeps 67 k and
+    proves that quarter in 9 s, at half of it 150 k in 46 s)."""
+    form = lp.form
+    bound, reduced = reduced_costs(form, duals)
+    weight, _ = column_weights(lp, agg)
+    with np.errstate(invalid="ignore"):
+        droppable = (weight > 0) & (reduced > 0)
+    reach = np.sort(reduced[droppable] * weight[droppable])
+    room = budget - (form.num_vars - reach.size)
+    if room <= 0 or not math.isfinite(bound):
+        return None
+    if room >= reach.size:
+        return incumbent
+    # T below the room-th smallest reach (by the fixing's safety margin): that one is fixed
+    threshold = (bound + float(reach[room])) / (1.0 + 2 * SAFETY)
+    return min(threshold, incumbent) if threshold > bound else None
+
+
 def close_gap(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: float,
               time_limit: float | None, gap: float) -> Closed:
     """The partial MIP of the periodic LP, after reduced-cost fixing against ``incumbent``
@@ -156,6 +186,7 @@ def close_gap(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: flo
     variables fixing leaves go into the model (a 3-axis LP keeps a few thousand of ~1 M)."""
     from ortools.math_opt import result_pb2, solution_pb2
 
+    started = time.perf_counter()
     form = lp.form
     upper, integers = fixed_options(lp, agg, duals, incumbent)
     starts = form.offsets[:-1]
@@ -164,8 +195,8 @@ def close_gap(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: flo
     columns = np.flatnonzero(upper)
     sub = _columns(form, columns)
     factor = objective_factor(form)
-    params, model_params = mathopt.parameters(time_limit, gap, None, sub)
     proto = mathopt.model_proto(sub, factor, integers=integers[columns])
+    params, model_params = mathopt.parameters(mathopt.left(time_limit, started), gap, None, sub)
     result = mathopt.run(proto, "HIGHS", params, model_params)
     reason = result.termination.reason
     if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
@@ -197,12 +228,16 @@ def _columns(form: Formulation, columns: np.ndarray) -> Formulation:
 SUPPORT_X = 1e-3  # an option with LP x above this is on the support
 
 
-def support_columns(form: Formulation, values: np.ndarray) -> np.ndarray:
+def support_columns(form: Formulation, values: np.ndarray, deadline: float | None = None
+                    ) -> np.ndarray | None:
     """The variables a plan using only the LP's support options (x above ``SUPPORT_X``, and
     each node's largest) needs: those options, every edge's pairs between their groups, one
     cheapest route of each flow network between them (a route prices its pair exactly and
     no combination of arcs prices a pair below its cost, so the MIP on these columns costs
-    every such plan exactly), and the window time variables."""
+    every such plan exactly), and the window time variables. ``None`` once ``deadline``
+    (``perf_counter``) has passed: a PDLP point stopped early spreads over so many options
+    that the routes take minutes (llama3.1-405b's second periodic LP, 787 k variables after
+    189 iterations: 200 s past the search's time limit)."""
     form_x = values[:form.num_x]
     keep = np.zeros(form.num_vars, dtype=bool)
     keep[:form.num_x] = form_x > SUPPORT_X
@@ -215,6 +250,8 @@ def support_columns(form: Formulation, values: np.ndarray) -> np.ndarray:
         keep[ids[ids >= 0]] = True
     for flow in form.flow_maps:
         for row in np.unique(flow.inv_r[chosen[flow.u]]):
+            if deadline is not None and time.perf_counter() > deadline:
+                return None
             reach = _reachable(flow.arcs, int(row))
             for column in np.unique(flow.inv_c[chosen[flow.v]]):
                 target = flow.rows + int(column)
@@ -253,8 +290,11 @@ def support_plan(lp: PeriodicLP, agg: Aggregated, values: np.ndarray,
     and pays for it, while the MIP picks one."""
     from ortools.math_opt import solution_pb2
 
+    started = time.perf_counter()
     form = lp.form
-    keep = support_columns(form, values)
+    keep = support_columns(form, values, None if time_limit is None else started + time_limit)
+    if keep is None:
+        return None
     columns = np.flatnonzero(keep)
     _, tied = integral_mask(lp, agg)
     _, integral_x = column_weights(lp, agg)
@@ -262,9 +302,53 @@ def support_plan(lp: PeriodicLP, agg: Aggregated, values: np.ndarray,
     integers[:form.num_x] = integral_x | np.repeat(tied, np.diff(form.offsets))
     sub = _columns(form, columns)
     factor = objective_factor(form)
-    params, model_params = mathopt.parameters(time_limit, gap, None, sub)
-    result = mathopt.run(mathopt.model_proto(sub, factor, integers=integers[columns]),
-                         "HIGHS", params, model_params)
+    proto = mathopt.model_proto(sub, factor, integers=integers[columns])
+    params, model_params = mathopt.parameters(mathopt.left(time_limit, started), gap, None, sub)
+    result = mathopt.run(proto, "HIGHS", params, model_params)
+    for solution in result.solutions:
+        primal = solution.primal_solution
+        if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
+            full = np.zeros(form.num_vars)
+            full[columns] = mathopt.values(sub, primal)
+            return decode(form, full)
+    return None
+
+
+NEIGHBOURHOOD = 1 / 32  # share of the incumbent's gap the neighbourhood plan searches
+
+
+def neighbourhood_plan(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: float,
+                       time_limit: float | None, gap: float) -> np.ndarray | None:
+    """LP node choices of the best periodic plan the MIP finds on the variables whose reduced
+    cost is below ``NEIGHBOURHOOD`` of the gap between ``incumbent`` and the duals' bound,
+    with every node integral (the tied representative too, so the point is a periodic plan);
+    ``None`` if it found none. A heuristic (``solver.backends.fixing.neighbourhood_plan`` on
+    the periodic LP): it only looks for a better plan, the bound is not touched. The plan on
+    the LP's support prices the LP's split between two plans; where the LP averages plans
+    that cannot be joined (frustrated cycles: llama3-8b-shaped dp=4,fsdp=4,tp=4 splits 131
+    of 251 nodes 50/50 around 95 cycles), the best plan uses options off the support."""
+    from ortools.math_opt import solution_pb2
+
+    started = time.perf_counter()
+    form = lp.form
+    bound, reduced = reduced_costs(form, duals)
+    limit = (incumbent - bound) * NEIGHBOURHOOD
+    _, tied = integral_mask(lp, agg)
+    _, integral_x = column_weights(lp, agg)
+    keep = np.ones(form.num_vars, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        keep &= ~(reduced > limit)
+    keep[[w.var for w in form.window_maps]] = True
+    starts, ends = form.offsets[:-1], form.offsets[1:]
+    if not all(keep[a:b].any() for a, b in zip(starts, ends, strict=True)):
+        return None
+    integers = np.zeros(form.num_vars, dtype=bool)
+    integers[:form.num_x] = integral_x | np.repeat(tied, np.diff(form.offsets))
+    columns = np.flatnonzero(keep)
+    sub = _columns(form, columns)
+    proto = mathopt.model_proto(sub, objective_factor(form), integers=integers[columns])
+    params, model_params = mathopt.parameters(mathopt.left(time_limit, started), gap, None, sub)
+    result = mathopt.run(proto, "HIGHS", params, model_params)
     for solution in result.solutions:
         primal = solution.primal_solution
         if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:

@@ -5,7 +5,8 @@ bound of the whole problem; it is tried with one and then two distinct blocks at
 an integral LP optimum whose plan meets the bound is the answer. When it does not (the plan
 pays at the junctions between the distinct and the tied blocks, where the LP's linking is
 relaxed, or PDLP's x split nodes between optimal vertices), the tied blocks are fixed to the
-LP's choices and the rest re-optimised exactly only where the LP hesitated (:func:`_polish`);
+LP's choices and the rest re-optimised exactly only where the LP hesitated (:func:`_polish`,
+over the free nodes alone: :func:`solver.polish.free_part`);
 then the next LP answer (a vertex on PDLP's support, a tenth of a second) gets the same; only
 then is all of the rest re-optimised (:mod:`solver.polish`), before any answer that solves the
 whole LP again. While PDLP runs, its point is looked at between legs: the plan its x rounds to,
@@ -13,7 +14,12 @@ proven by reduced-cost fixing and the partial MIP as soon as fixing leaves a sma
 (:meth:`_Search.interim`). An LP small enough for the simplex that split a node of the rest or of a
 distinct block is first closed by its partial MIP (:mod:`solver.periodic_close`: those nodes
 integral, the tied representative free, after reduced-cost fixing), which proves llama3-70b on
-dp=8,tp=8 optimal with one distinct block at each end. If a gap is left, the plan says what
+dp=8,tp=8 optimal with one distinct block at each end. After PDLP the plans of the MIPs on
+the LP's support and near its reduced costs (:func:`solver.periodic_close.neighbourhood_plan`)
+come before the LP's own plan is polished; where fixing against the best plan leaves too
+many variables for the partial MIP, partial MIPs over the variables of least reduced cost
+prove part of the gap (:func:`solver.periodic_close.threshold_keeping`). If a gap is left,
+the plan says what
 it was restricted to, and only a gap above ``GOOD_ENOUGH_GAP`` goes on to the search with all
 interior blocks tied but free (:func:`solve_restricted`).
 """
@@ -45,10 +51,12 @@ from solver.periodic_close import (
     MAX_VARS,
     close_gap,
     kept_after_fixing,
+    neighbourhood_plan,
     support_plan,
+    threshold_keeping,
     worth_closing,
 )
-from solver.polish import decided_elsewhere, fix, tied_run
+from solver.polish import decided_elsewhere, fix, free_part, tied_run
 from solver.problem import ChoiceProblem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
 
@@ -68,6 +76,14 @@ RESTRICTION = "identical interior layers take identical strategies"
 # fixing leaves at most this many variables: on mixtral-8x7b dp=2,ep=4,tp=8 28 k took 0.35 s
 # and 88 k 3.5 s, while 150 more PDLP iterations take ~1 s and shrink what fixing keeps
 INTERIM_MIP_VARS = 50_000
+# where fixing against the best plan keeps more than ``MAX_VARS``, the partial MIP over this
+# many proves part of the gap (``periodic_close.threshold_keeping``); on the whole 4-layer
+# dp=4,fsdp=4,tp=4 LP a MIP of 67 k variables took 9 s, of 150 k 46 s
+REACH_VARS = 60_000
+# a MIP over more variables runs only if its threshold closes at least this share of the gap
+# left: llama3.1-405b's priced LPs have flat duals (60 k and 120 k variables prove 1.49606
+# and 1.49613 against a plan at 1.6046), the 4-layer shape's do not (25 %, then 15 %)
+REACH_MIN_SHARE = 1 / 8
 
 
 @dataclasses.dataclass
@@ -130,12 +146,10 @@ class _Search:
                 continue
             if relaxed.x is not None and relaxed.x.tobytes() not in tried:
                 tried.add(relaxed.x.tobytes())
-                self.offer(*_periodic_plan(self.problem, self.chain, agg, ends, lp, relaxed,
-                                           self.clock, self.gap, self.bound), ends)
+                self.offer(*self.lp_plan(agg, lp, ends, relaxed, closable), ends)
             if self.best is not None and self.clock.expired():
                 break  # the plan at hand is the answer (solver.clock)
             if not closable and not self.done(self.gap):
-                self.on_support(agg, lp, ends, relaxed)
                 self.close(agg, lp, ends, exact=False)
             if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap \
                     and not closable and not self.clock.expired():
@@ -150,6 +164,23 @@ class _Search:
             if not self.done(self.gap) and not self.clock.expired():
                 self._polish_rest(ends)
         return lp, lp_bound
+
+    def lp_plan(self, agg: Aggregated, lp: PeriodicLP, ends: int, relaxed: LPAnswer,
+                closable: bool) -> tuple[tuple[int, ...], float, str]:
+        """The plan an LP answer gives (:func:`_periodic_plan`). After PDLP (not
+        ``closable``) the plans of the MIPs on its support and near its reduced costs come
+        first (under a second each on a 3-axis LP); the LP's own plan is polished only if
+        it is still the best: on llama3-8b-shaped dp=4,fsdp=4,tp=4 (4 layers) that polish
+        took 27-66 s for a plan 7 % above the one near the reduced costs."""
+        polish = True
+        if not closable and not self.done(self.gap):
+            self.on_support(agg, lp, ends, relaxed)
+            self.neighbourhood(agg, lp, ends, relaxed)
+            assert relaxed.x is not None
+            own = expand(self.chain, agg, lp.lift(relaxed.x), self.problem.num_nodes)
+            polish = self.problem.evaluate(own) < self.best_value
+        return _periodic_plan(self.problem, self.chain, agg, ends, lp, relaxed, self.clock,
+                              self.gap, self.bound, polish)
 
     def interim(self, agg: Aggregated, lp: PeriodicLP, ends: int, relaxed: LPAnswer) -> bool:
         """A look at PDLP's point before it converges (``lp_answers(interim=True)``): its x
@@ -195,6 +226,24 @@ class _Search:
                     self.best_value)
         self.offer(choices, value, "", ends)
 
+    def neighbourhood(self, agg: Aggregated, lp: PeriodicLP, ends: int, relaxed: LPAnswer
+                      ) -> None:
+        """The best periodic plan near the LP's reduced costs
+        (:func:`solver.periodic_close.neighbourhood_plan`), offered as a plan."""
+        if relaxed.duals is None or self.best is None or self.done(self.gap) \
+                or self.clock.expired():
+            return
+        x = neighbourhood_plan(lp, agg, relaxed.duals, self.best_value, self.clock.remaining(),
+                               self.gap)
+        self.clock.lap("periodic_neighbourhood_mip")
+        if x is None:
+            return
+        choices = expand(self.chain, agg, lp.lift(x), self.problem.num_nodes)
+        value = self.problem.evaluate(choices)
+        logger.info("periodic MIP near the LP's reduced costs: plan %.10g (best so far %.10g)",
+                    value, self.best_value)
+        self.offer(choices, value, "", ends)
+
     def close(self, agg: Aggregated, lp: PeriodicLP, ends: int, exact: bool = True,
               limit: int | None = None) -> None:
         """The partial MIP of the LP (:mod:`solver.periodic_close`): a tighter bound, and a
@@ -211,9 +260,36 @@ class _Search:
             logger.info("reduced-cost fixing keeps %d of %d LP variables", kept,
                         lp.form.num_vars)
             if kept > (MAX_VARS if limit is None else limit):
+                if limit is None:
+                    self.reach(agg, lp, ends)
                 return
+        self.partial_mip(agg, lp, ends, self.best_value)
+
+    def reach(self, agg: Aggregated, lp: PeriodicLP, ends: int) -> None:
+        """Too many variables left for the partial MIP against the plan: MIPs over the
+        ``REACH_VARS``, then twice, four times … as many variables of least reduced cost,
+        each proving the threshold that keeps them (``periodic_close.threshold_keeping``),
+        until the gap closes or the time runs out."""
+        assert self.duals is not None
+        budget = REACH_VARS
+        while not self.done(self.gap) and not self.clock.expired():
+            target = threshold_keeping(lp, agg, self.duals, self.best_value, budget)
+            if target is None or target - self.bound < REACH_MIN_SHARE * (self.best_value
+                                                                          - self.bound):
+                return  # the duals are too flat there for a MIP to pay
+            logger.info("partial MIP over %d variables proves up to %.10g (plan %.10g)",
+                        budget, target, self.best_value)
+            proved = self.partial_mip(agg, lp, ends, target)
+            if target >= self.best_value or proved < target:
+                return  # a MIP over more variables cannot prove more than this one's optimum
+            budget *= 2
+
+    def partial_mip(self, agg: Aggregated, lp: PeriodicLP, ends: int, target: float) -> float:
+        """``close_gap`` against ``target`` (the best plan's cost, or a threshold below it);
+        returns the bound it proved."""
+        assert self.duals is not None
         remaining = self.clock.remaining()
-        closed = close_gap(lp, agg, self.duals, self.best_value, remaining, self.gap)
+        closed = close_gap(lp, agg, self.duals, target, remaining, self.gap)
         self.clock.lap("periodic_mip")
         logger.info("periodic MIP with %d distinct end blocks: bound %.10g, plan %.10g", ends,
                     closed.bound, self.best_value)
@@ -221,6 +297,7 @@ class _Search:
         if closed.x is not None:
             choices = expand(self.chain, agg, lp.lift(closed.x), self.problem.num_nodes)
             self.offer(choices, self.problem.evaluate(choices), "", ends)
+        return closed.bound
 
 
 def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
@@ -252,7 +329,7 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
 
 def _periodic_plan(problem: ChoiceProblem, chain: Chain, agg: Aggregated, ends: int,
                    lp: PeriodicLP, relaxed: LPAnswer, clock: Clock, gap: float,
-                   bound: float) -> tuple[tuple[int, ...], float, str]:
+                   bound: float, polish: bool = True) -> tuple[tuple[int, ...], float, str]:
     """``(choices, value, how polished)`` of the plan an LP answer gives: its x expanded to
     every block, then, if that misses ``gap``, polished around the LP's undecided nodes and
     their neighbours (``solver.polish``). The polish of all the rest, which costs a MIP of a
@@ -261,7 +338,7 @@ def _periodic_plan(problem: ChoiceProblem, chain: Chain, agg: Aggregated, ends: 
         raise AssertionError("an LP answer without x cannot be expanded into a plan")
     choices = expand(chain, agg, lp.lift(relaxed.x), problem.num_nodes)
     value, how = problem.evaluate(choices), ""
-    if closed(value, bound, gap):
+    if closed(value, bound, gap) or not polish:
         return choices, value, how
     near = decided_elsewhere(problem, chain, agg, ends, lp.indexed.ids, relaxed.weight)
     if np.array_equal(near, tied_run(chain, ends, problem.num_nodes)):
@@ -297,17 +374,34 @@ def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
     plan came back, or when the deadline has passed (``solver.clock``)."""
     if clock.expired():
         return None
-    narrowed = fix(problem, fixed, choices)
+    part = free_part(problem, fixed, choices)
+    narrowed, sub_gap = fix(problem, fixed, choices), gap
+    if part is not None:
+        # the same absolute gap as on the whole plan: the free part's cost is only a share
+        narrowed = part[0]
+        share = narrowed.evaluate([choices[node] for node in part[1].tolist()])
+        whole = problem.evaluate(choices)
+        if 0.0 < share < whole < math.inf:
+            sub_gap = gap * whole / share
     try:
         # no LP first: the narrowed LP is as fractional as the periodic one was where the
         # plan missed the bound (a 3-axis polish: 10 s of LP, then the MIP anyway)
-        answer = solve_graph(narrowed, Clock(clock.remaining()), "auto", True, gap, None,
+        answer = solve_graph(narrowed, Clock(clock.remaining()), "auto", True, sub_gap, None,
                              sizes_of(narrowed), lp_first=False)
     except (Infeasible, NoSolutionError):
         return None
     clock.lap("polish")
     logger.info("polish: %s", ", ".join(f"{name} {s:.1f} s" for name, s in answer.stats.seconds))
-    return answer
+    if part is None:
+        return answer
+    # the free nodes' plan lifted onto the fixed ones; the fixed part is a constant, so the
+    # sub-problem's bound plus that constant bounds every plan with those nodes fixed
+    lifted = list(choices)
+    for node, option in zip(part[1].tolist(), answer.choices, strict=True):
+        lifted[node] = option
+    value = problem.evaluate(lifted)
+    return dataclasses.replace(answer, choices=tuple(lifted), objective=value,
+                               bound=answer.bound + (value - answer.objective))
 
 
 def solve_restricted(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,

@@ -11,6 +11,10 @@ RINS heuristic of MIP solvers), fixing every other node to the LP's choice. Meas
 within 4.5e-6 of the full polish in 1.4 s instead of 10.9 s; dp=2,fsdp=16,tp=2 in 1.3 s
 instead of 18 s (2.1e-4 above the full polish, inside the gap). Only when that plan is still
 short of the gap does the full polish run.
+
+Either polish is solved over its free nodes only (:func:`free_part`): the fixed nodes' edges
+become costs of their free neighbours, and the thousands of fixed nodes of a long model are
+never built (llama3-70b on dp=8,tp=8 under measured-curve prices: 0.3 s instead of 0.9 s).
 """
 
 from __future__ import annotations
@@ -68,3 +72,35 @@ def fix(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...]) -> 
             vec = only
         costs.append(vec)
     return ChoiceProblem(node_costs=costs, edges=problem.edges, windows=problem.windows)
+
+
+def free_part(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...]
+              ) -> tuple[ChoiceProblem, np.ndarray] | None:
+    """``(sub, free)``: the problem :func:`fix` leaves, written over its ``free`` nodes only
+    (the node ids, in order; ``sub``'s node ``i`` is ``free[i]``). An edge to a fixed node
+    becomes the column (or row) of its matrix at that node's choice, added to the free node's
+    costs: what the reductions' singleton folding makes of :func:`fix`'s problem, without
+    building and folding the thousands of fixed nodes first (llama3-70b on dp=8,tp=8: 8,030
+    nodes, of which the polish frees a few hundred). For every assignment of the free nodes,
+    its cost in ``sub`` plus the fixed nodes' constant part is its cost with the fixed nodes
+    at ``choices``, so the optimum of ``sub`` lifts to the optimum of :func:`fix`'s problem.
+    ``None`` when no node is free, or when the problem has windows (their maxima do not
+    split per node: :func:`fix` handles them)."""
+    if problem.windows:
+        return None
+    free = np.flatnonzero(~np.asarray(fixed, dtype=bool))
+    if free.size == 0:
+        return None
+    index = np.full(problem.num_nodes, -1, dtype=np.int64)
+    index[free] = np.arange(free.size)
+    costs = [problem.node_costs[node].copy() for node in free.tolist()]
+    edges = []
+    for u, v, matrix in problem.edges:
+        iu, iv = int(index[u]), int(index[v])
+        if iu >= 0 and iv >= 0:
+            edges.append((iu, iv, matrix))
+        elif iu >= 0:
+            costs[iu] += matrix[:, choices[v]]
+        elif iv >= 0:
+            costs[iv] += matrix[choices[u], :]
+    return ChoiceProblem(node_costs=costs, edges=edges), free

@@ -23,6 +23,7 @@ Window time variables are continuous and never fixed.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,8 +140,10 @@ def _run_mip(form: Formulation, upper: np.ndarray, hint: np.ndarray | None,
     factor = objective_factor(form)
     if hint is not None and (upper[form.hint(hint) > 0] == 0).any():
         hint = None  # a fixed variable in it: HiGHS would reject the whole model
-    params, model_params = mathopt.parameters(time_limit, gap, hint, form)
+    started = time.perf_counter()
     proto = mathopt.model_proto(form, factor, upper=upper)
+    params, model_params = mathopt.parameters(mathopt.left(time_limit, started), gap, hint,
+                                              form)
     result = mathopt.run(proto, "HIGHS", params, model_params)
     reason = result.termination.reason
     if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:

@@ -30,7 +30,8 @@ dp=2,ep=4,tp=8: at 1,450 of the 2,240 iterations it needs to converge).
 Some LPs never settle without restarts (dp=16,fsdp=2,tp=2: not converged after 20,000
 iterations). Past the cap, PDLP's duals still prove a bound and the simplex on the columns
 its x uses gives a vertex (``lp_answers``); only if the plan from that vertex misses the gap
-does HiGHS' barrier solve the LP, with crossover, and the better of the bounds is kept. The
+and that support LP (with its column generation) did not already prove the LP optimum does
+HiGHS' barrier solve the LP, with crossover, and the better of the bounds is kept. The
 barrier, measured on the three such LPs met so far (2 threads), against the alternatives:
 
 | LP (variables) | barrier, crossover | barrier alone | adaptive restarts |
@@ -96,6 +97,13 @@ PDLP_LEG_SMOOTHING = SMOOTHING
 # tight LPs measured converge in 704 and 832 (``pdlp_run.SMOOTHING``, tolerance 1e-7)
 PDLP_TRY_VARS = 40_000
 PDLP_TRY_ITERATIONS = 1_024
+# one thread for the mid-size try: on these LPs a second thread costs more in PDLP's
+# per-iteration synchronisation than it saves (CPU seconds of the 1,024-capped try, the
+# periodic LPs of gpt2 12 layers dp=2,tp=4 / llama3-8b / llama3-70b dp=8,tp=8 training under
+# measured-curve prices, one loaded 2-core machine: 0.29 / 0.28 / 0.30 s on one thread
+# against 0.43-0.46 / 0.43-0.51 / 0.41-0.47 s on two, and faster in wall time too, 0.26-0.30 s
+# against 0.37-0.43 s); the same iterations and bytes either way (``PDLP_SHARDS``)
+PDLP_TRY_THREADS = 1
 SIMPLEX = "GLOP"  # the dual simplex of LPs without memory rows ("HIGHS": HiGHS' everywhere)
 
 
@@ -246,7 +254,7 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
         duals=support.duals if support.bound >= first.bound else first.duals,
         values=support.values)
     yield last
-    if converged:
+    if converged or _support_closed(value, bound, gap):
         return
     time_limit = _left(time_limit, start)
     if time_limit is not None and time_limit <= 0:
@@ -256,6 +264,16 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     yield LPAnswer(kept.x, max(bound, barrier.bound), kept.weight,
                    duals=barrier.duals if barrier.bound >= bound else last.duals,
                    values=kept.values)
+
+
+def _support_closed(value: float, bound: float, gap: float) -> bool:
+    """Whether the support LP's value (an upper bound of the LP optimum) meets ``bound`` (a
+    lower bound of it, over every column) within ``gap``: the LP is then solved as closely as
+    the search asks, and the barrier could raise the bound by less than ``gap`` at most.
+    llama3-8b-shaped dp=4,fsdp=4,tp=4, 4 layers, whole problem (710 k variables): PDLP stops
+    at its cap, the support LP's value is 1.6e-7 above its bound, and the barrier that
+    followed ran past 150 s (past the search's time limit) for nothing."""
+    return math.isfinite(value) and value - bound <= gap * max(abs(value), 1e-300)
 
 
 def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float
@@ -271,7 +289,8 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float
     # a tenth of the large LPs' tolerance: at 1e-6 llama3-8b dp=8,tp=8's x (704 iterations)
     # rounded to a plan 5.5e-7 above the optimum, inside the gap; at 1e-7 (832) to the optimum
     run = run_pdlp(form, factor, time_limit, eps=pdlp_tolerance(gap) / 10,
-                   max_iterations=PDLP_TRY_ITERATIONS, threads=_threads, shards=PDLP_SHARDS)
+                   max_iterations=PDLP_TRY_ITERATIONS, threads=PDLP_TRY_THREADS,
+                   shards=PDLP_SHARDS)
     logger.info("PDLP: %d variables, %d iterations%s", form.num_vars, run.iterations,
                 "" if run.converged else ", not converged: the dual simplex instead")
     first = LPAnswer(None, -math.inf)
@@ -422,6 +441,9 @@ def _run_mathopt(form: Formulation, factor: float, time_limit: float | None, bar
 
     from solver.backends import mathopt
 
+    started = time.perf_counter()
+    proto = mathopt.model_proto(form, factor, integral=False)
+    time_limit = mathopt.left(time_limit, started)  # the model's build counts (seconds)
     params, model_params = mathopt.parameters(time_limit, 0.0, None, form)
     if barrier:
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_BARRIER
@@ -429,8 +451,13 @@ def _run_mathopt(form: Formulation, factor: float, time_limit: float | None, bar
     else:
         params.lp_algorithm = parameters_pb2.LP_ALGORITHM_DUAL_SIMPLEX
         params.presolve = parameters_pb2.EMPHASIS_OFF  # 5.2 s vs 11.4 s on GPT-2 training
-    result = mathopt.run(mathopt.model_proto(form, factor, integral=False), solver, params,
-                         model_params)
+    if barrier:  # HiGHS' barrier does not stop at its limit: run where it can be stopped
+        result = mathopt.run_stoppable(proto, solver, params, model_params, time_limit)
+        if result is None:
+            logger.info("barrier stopped at its time limit (%.1f s)", time_limit or 0.0)
+            return _HighsRun(stopped=True)
+    else:
+        result = mathopt.run(proto, solver, params, model_params)
     reason = result.termination.reason
     if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
         return _HighsRun(infeasible=True, bound=math.inf)

@@ -4,6 +4,10 @@ nodes in docs/solver-backends.md), its parameters, the call, and the values read
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import time
+
 import numpy as np
 
 from solver.backends.formulation import Formulation
@@ -44,6 +48,14 @@ def model_proto(form: Formulation, factor: float = 1.0, integral: bool = True, *
     return proto
 
 
+def left(time_limit: float | None, started: float) -> float | None:
+    """What is left of ``time_limit`` seconds counted from ``started`` (``perf_counter``):
+    the solver's limit once its model is built, so that building a large model (seconds at
+    700 k variables) does not run past the caller's limit."""
+    return None if time_limit is None else max(time_limit - (time.perf_counter() - started),
+                                                0.0)
+
+
 def parameters(time_limit: float | None, gap: float, hint: np.ndarray | None,
                 form: Formulation):
     from ortools.math_opt import model_parameters_pb2, parameters_pb2
@@ -71,6 +83,52 @@ def run(proto, solver_type: str, params, model_params):
     return core.solve(proto, getattr(parameters_pb2, f"SOLVER_TYPE_{solver_type}"),
                       init_arguments.StreamableSolverInitArguments().to_proto(), params,
                       model_params, None, callback.CallbackRegistration().to_proto(), None, None)
+
+
+# seconds a stoppable run may take past its limit before it is killed: HiGHS' own limit
+# stops it first wherever HiGHS checks it (the kill is for where it does not)
+KILL_GRACE_S = 1.0
+
+
+def run_stoppable(proto, solver_type: str, params, model_params, time_limit: float | None):
+    """``run`` that returns at ``time_limit`` (plus ``KILL_GRACE_S``) even where the solver
+    does not check its limit, or ``None`` when it was stopped.
+
+    HiGHS' barrier (IPX, with crossover) ignores both the time limit and MathOpt's
+    interrupter (HiGHS 1.x in OR-Tools 9.15, measured: a 5 s limit and an interrupt at 15 s
+    on the 710 k-variable LP of llama3-8b-shaped dp=4,fsdp=4,tp=4 with 4 layers, and the
+    barrier ran on past 160 s; in a periodic search it ran 238 s past a 5 s limit). So the
+    solve runs in a forked child process, its answer comes back through a pipe, and the
+    child is killed at the deadline. Without a limit, or where ``fork`` is missing, it is
+    ``run`` in this process."""
+    if time_limit is None or not hasattr(os, "fork"):
+        return run(proto, solver_type, params, model_params)
+    from ortools.math_opt import result_pb2
+
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(writer, proto, solver_type, params,
+                                                 model_params), daemon=True)
+    child.start()
+    writer.close()
+    try:
+        if not reader.poll(max(time_limit, 0.0) + KILL_GRACE_S):
+            return None
+        result = result_pb2.SolveResultProto()
+        result.ParseFromString(reader.recv_bytes())
+        return result
+    except EOFError:  # the child died without an answer
+        return None
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        reader.close()
+
+
+def _child(writer, proto, solver_type: str, params, model_params) -> None:
+    writer.send_bytes(run(proto, solver_type, params, model_params).SerializeToString())
+    writer.close()
 
 
 def values(form: Formulation, primal) -> np.ndarray:

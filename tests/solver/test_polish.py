@@ -18,7 +18,7 @@ from solver import ChoiceProblem, solve
 from solver.backends import lp
 from solver.exact import exhaustive
 from solver.periodic import aggregate, find_chain, periodic_lp
-from solver.polish import DECIDED, decided_elsewhere, fix, tied_run
+from solver.polish import DECIDED, decided_elsewhere, fix, free_part, tied_run
 from tests.solver.test_periodic import chain_problem
 
 
@@ -64,6 +64,56 @@ def test_fix_keeps_only_the_chosen_option_of_fixed_nodes() -> None:
     narrowed = fix(problem, np.array([True, False]), (1, 0))
     assert narrowed.node_costs[0].tolist() == [np.inf, 2.0]
     assert narrowed.node_costs[1].tolist() == [3.0, 4.0]
+
+
+def _random_problem(seed: int) -> ChoiceProblem:
+    rng = np.random.default_rng(seed)
+    nodes = int(rng.integers(3, 7))
+    costs = [rng.uniform(0.0, 3.0, int(rng.integers(1, 4))) for _ in range(nodes)]
+    edges = []
+    for u, v in itertools.combinations(range(nodes), 2):
+        if rng.random() < 0.5:
+            matrix = rng.uniform(0.0, 2.0, (costs[u].size, costs[v].size))
+            matrix[rng.random(matrix.shape) < 0.15] = np.inf  # forbidden pairs
+            matrix[0, 0] = 0.0  # option 0 everywhere stays a plan
+            edges.append((u, v, matrix))
+    return ChoiceProblem(node_costs=costs, edges=edges)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_free_part_has_the_optimum_of_the_fixed_problem(seed) -> None:
+    """The sub-problem over the free nodes, solved by enumeration, plus the fixed nodes'
+    constant is the brute-force optimum with those nodes held; its optimum lifted onto the
+    fixed nodes is a plan of the whole problem at that cost."""
+    problem = _random_problem(seed)
+    rng = np.random.default_rng(1000 + seed)
+    fixed = rng.random(problem.num_nodes) < 0.5
+    fixed[int(rng.integers(problem.num_nodes))] = False
+    plans = [plan for plan in itertools.product(*(range(size) for size in problem.sizes))
+             if np.isfinite(problem.evaluate(plan))]  # the polish is given a plan
+    choices = plans[int(rng.integers(len(plans)))]
+    truth = best_with_fixed(problem, fixed, choices)
+    part = free_part(problem, fixed, choices)
+    assert part is not None
+    sub, free = part
+    assert free.tolist() == [n for n in range(problem.num_nodes) if not fixed[n]]
+    best_sub, value = np.inf, np.inf
+    for combo in itertools.product(*(range(size) for size in sub.sizes)):
+        cost = sub.evaluate(combo)
+        if cost < best_sub:
+            plan = list(choices)
+            for node, option in zip(free.tolist(), combo, strict=True):
+                plan[node] = option
+            best_sub, value = cost, problem.evaluate(tuple(plan))
+    assert value == pytest.approx(truth, abs=1e-9)
+    constant = problem.evaluate(choices) - sub.evaluate(tuple(choices[n] for n in free.tolist()))
+    assert best_sub + constant == pytest.approx(truth, abs=1e-9)
+
+
+def test_free_part_declines_all_fixed() -> None:
+    problem = _random_problem(0)
+    everything = np.ones(problem.num_nodes, dtype=bool)
+    assert free_part(problem, everything, (0,) * problem.num_nodes) is None
 
 
 # instances whose periodic plan needs polishing (most first try the small polish)
