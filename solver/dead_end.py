@@ -36,55 +36,75 @@ CHUNK_ENTRIES = 2_000_000  # pair × column differences formed at once
 SCREEN_COLUMNS = 8  # columns per edge compared for every pair before the pairs are listed
 
 
-def _worst_gain(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """``[i] = max_j (rows[i, j] − others[i, j])`` over the neighbour options ``j`` where the
-    swapped-out option is possible (``j`` impossible for both never occurs with it): the most
-    a swap can cost on this edge."""
+def _worst_gain(rows: np.ndarray, others: np.ndarray, finite: bool = False) -> np.ndarray:
+    """``[..., i] = max_j (rows[..., i, j] − others[..., i, j])`` over the neighbour options
+    ``j`` where the swapped-out option is possible (``j`` impossible for both never occurs
+    with it): the most a swap can cost on this edge. ``finite``: the caller knows no entry is
+    infinite, so no ``inf − inf`` needs masking."""
     with np.errstate(invalid="ignore"):
         diff = rows - others
-    diff[np.isnan(diff)] = -np.inf  # inf − inf: j is impossible with a (and with b)
-    return diff.max(axis=1)
+    if not finite:
+        diff[np.isnan(diff)] = -np.inf  # inf − inf: j is impossible with a (and with b)
+    return diff.max(axis=-1)
 
 
-def _pair_gains(matrix: np.ndarray, b: np.ndarray, a: np.ndarray) -> np.ndarray:
+def _pair_gains(matrix: np.ndarray, b: np.ndarray, a: np.ndarray, finite: bool
+                ) -> np.ndarray:
     """``_worst_gain`` of the pairs ``(b[i], a[i])``, a chunk of pairs at a time."""
     out = np.empty(b.size)
     step = max(1, CHUNK_ENTRIES // max(matrix.shape[1], 1))
     for start in range(0, b.size, step):
         chunk = slice(start, start + step)
-        out[chunk] = _worst_gain(matrix[b[chunk]], matrix[a[chunk]])
+        out[chunk] = _worst_gain(matrix[b[chunk]], matrix[a[chunk]], finite)
     return out
 
 
 def _slack(work: Work, node: int) -> tuple[np.ndarray, float]:
     """``(slack[b, a], margin)``: the left side of the criterion for the pairs that can meet
     it, ``inf`` for the others (``b == a``, ``b`` using more memory than ``a`` in some row,
-    or a pair whose gain on a few screening columns alone already leaves it short: a lower
-    bound, since the maximum over every column is at least that over a few)."""
+    or a pair whose lower bound already leaves it short).
+
+    The lower bound starts from a few screening columns per edge (the maximum over every
+    column is at least that over a few) and is made exact one edge at a time, dropping the
+    pairs it rules out before the next edge's columns are read: on a 3-axis periodic LP
+    (mixtral-8x7b dp=2,ep=4,tp=8) 85 % of the screened pairs are no swap. A pair is dropped
+    only when its bound is at least ``-margin / 2``, half the margin above the rounding of
+    a differently ordered sum, and the survivors' slack is summed in the original order, so
+    the answer is the one the full sum gives, bit for bit."""
     costs = work.costs[node]
     matrices = [work.adj[node][other] for other in sorted(work.adj[node])]
     scale = float(np.abs(costs).max())
+    finite = []
     for matrix in matrices:
-        finite = matrix[np.isfinite(matrix)]
-        if finite.size:
-            scale = max(scale, float(np.abs(finite).max()))
+        mask = np.isfinite(matrix)
+        finite.append(bool(mask.all()))
+        if mask.any():
+            scale = max(scale, float(np.abs(matrix[mask]).max()))
     margin = MARGIN * 2 * (len(matrices) + 1) * scale
     lower = costs[:, None] - costs[None, :]
-    for matrix in matrices:
+    screens = []
+    for matrix, dense in zip(matrices, finite, strict=True):
         screen = matrix[:, np.unique(np.linspace(0, matrix.shape[1] - 1, SCREEN_COLUMNS
                                                  ).astype(np.int64))]
-        k = screen.shape[0]
-        lower = lower + _worst_gain(np.repeat(screen, k, axis=0),
-                                    np.tile(screen, (k, 1))).reshape(k, k)
+        screens.append(_worst_gain(screen[:, None, :], screen[None, :, :], dense))
+        lower = lower + screens[-1]
     for row in work.rows:
         if node in row:
             vec = row[node]
             lower = np.where(vec[:, None] > vec[None, :], np.inf, lower)
     np.fill_diagonal(lower, np.inf)
     b, a = np.nonzero(lower < -margin)
+    bound, live = lower[b, a], np.arange(b.size)
+    gains = np.empty((len(matrices), b.size))
+    for m, (matrix, dense) in enumerate(zip(matrices, finite, strict=True)):
+        gains[m, live] = _pair_gains(matrix, b[live], a[live], dense)
+        with np.errstate(invalid="ignore"):  # inf − inf: both bounds infinite, pair kept
+            bound[live] += gains[m, live] - screens[m][b[live], a[live]]
+        live = live[~(bound[live] >= -margin / 2)]
+    b, a = b[live], a[live]
     exact = costs[b] - costs[a]
-    for matrix in matrices:
-        exact = exact + _pair_gains(matrix, b, a)
+    for m in range(len(matrices)):
+        exact = exact + gains[m, live]
     slack = np.full(lower.shape, np.inf)
     slack[b, a] = exact
     return slack, margin

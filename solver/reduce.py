@@ -54,18 +54,21 @@ PAIR_CHUNK = 64  # columns per pass over the surviving pairs
 def _dominated(features: np.ndarray) -> np.ndarray:
     """Mask of rows dominated by another row (≤ everywhere; ties keep the lower index).
 
-    The first few columns are compared for all pairs; the few pairs that survive them are
+    A few columns are compared for all pairs; the few pairs that survive them are
     checked on the rest, a chunk of columns at a time. Same mask as comparing every pair on
     every column, without the rows × rows × columns array that needs (3-axis nodes carry
     330 options × up to a thousand edge columns: that array was 2.7 s of a 3.9 s periodic
     LP build)."""
     count, width = features.shape
+    # the screen: the node's cost and columns spread over the edges (the first few columns of
+    # one edge tell little: Mixtral's 3-axis periodic LP build, 3,431 calls, 1.3 s -> 0.4 s)
+    screen = np.unique(np.r_[0, np.linspace(0, width - 1, SCREEN_COLUMNS).astype(np.int64)])
     le = np.ones((count, count), dtype=bool)  # le[b, a]: b ≤ a on the columns seen so far
-    for column in features[:, :SCREEN_COLUMNS].T:
+    for column in features[:, screen].T:
         le &= column[:, None] <= column[None, :]
     np.fill_diagonal(le, False)
     better, worse = np.nonzero(le)
-    for start in range(SCREEN_COLUMNS, width, PAIR_CHUNK):
+    for start in range(0, width, PAIR_CHUNK):
         if not better.size:
             break
         chunk = slice(start, start + PAIR_CHUNK)

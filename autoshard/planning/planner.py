@@ -345,10 +345,10 @@ class _Planner:
             [(structure_key(self.graph, op), len(s))
              for op, s in zip(self.ops, self.strategies, strict=True)])
         self.nodes, self.edges, self.loops = nodes, edges, loops
+        # shares are looked for only when they will be priced (--share-reshards)
         self.step = step_problem(self.graph, self.ops, self.strategies, nodes, edges, loops,
-                                 self.links, self.hbm_bw, self.options.step)
-        if not self.options.share_reshards:
-            self.step = dataclasses.replace(self.step, shares=())
+                                 self.links, self.hbm_bw, self.options.step,
+                                 shares=self.options.share_reshards)
         # the pins' excluded options stay impossible (self.costs has them at inf)
         costs = [np.where(np.isfinite(pinned), cost, np.inf)
                  for pinned, cost in zip(self.costs, self.step.node_costs, strict=True)]

@@ -30,14 +30,18 @@ from graphs import Op, OpGraph
 
 def step_problem(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy, ...]],
                  nodes: list[NodeTerms], edges: list[Edge], loops: list[Edge],
-                 links: MeshLinks, hbm_bw: float | None, options: StepOptions) -> StepProblem:
-    """Node costs, edges (and, for the layer model, windows) of one step."""
+                 links: MeshLinks, hbm_bw: float | None, options: StepOptions,
+                 shares: bool = True) -> StepProblem:
+    """Node costs, edges (and, for the layer model, windows) of one step; with ``shares``
+    also the reshards its exposed consumers could share (:mod:`.shared_reshards`), which only
+    a planner that prices shares needs (Mixtral 8x7B on dp=2,ep=4,tp=8: ~1 s to find)."""
     m = options.micro_batches
     counts = node_counts(ops, m)
     roles = edge_roles(graph, ops, edges, loops, options)
     if options.overlap is Overlap.LAYER:
-        return _shared(layer_problem(graph, ops, strategies, nodes, edges, loops, roles, links,
-                                     hbm_bw, m, counts), ops, strategies, edges)
+        step = layer_problem(graph, ops, strategies, nodes, edges, loops, roles, links,
+                             hbm_bw, m, counts)
+        return _shared(step, ops, strategies, edges) if shares else step
     # identical layers share their reshard matrices and node terms (cached per structure),
     # so their step matrices are computed once and shared too
     cache: dict[tuple, np.ndarray] = {}
@@ -54,8 +58,9 @@ def step_problem(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy,
         objective.append((u, v, step_matrix))
     costs: list[np.ndarray] = [count * node.cost for node, count in zip(nodes, counts,
                                                                         strict=True)]
-    return _shared(StepProblem(node_costs=costs, edges=objective, windows=(),
-                               node_counts=counts, roles=roles), ops, strategies, edges)
+    step = StepProblem(node_costs=costs, edges=objective, windows=(), node_counts=counts,
+                       roles=roles)
+    return _shared(step, ops, strategies, edges) if shares else step
 
 
 def _shared(step: StepProblem, ops: list[Op], strategies: list[tuple[Strategy, ...]],

@@ -307,20 +307,21 @@ class PricedSpace:
         sum over one more move; the rounds stop when nothing improves.
         """
         edges = self.graph.edges()
-        weights = self._edge_weights(edges)
-        current = np.full((len(source_ids), edges.states), math.inf)
-        current[np.arange(len(source_ids)), source_ids] = 0.0
+        weights = self._edge_weights(edges)[:, None]
+        # states × sources: a move's gather and the minimum over a target's moves then run
+        # over contiguous rows (the same sums and minima as sources × states, ~2x faster)
+        current = np.full((edges.states, len(source_ids)), math.inf)
+        current[source_ids, np.arange(len(source_ids))] = 0.0
         levels = [current]
         if len(edges.src) == 0:
-            return np.stack(levels)
+            return np.stack(levels).transpose(0, 2, 1)
         while True:
-            arrived = np.minimum.reduceat(current[:, edges.src] + weights,
-                                          edges.group_starts, axis=1)
+            arrived = np.minimum.reduceat(current[edges.src] + weights, edges.group_starts,
+                                          axis=0)
             improved = current.copy()
-            improved[:, edges.group_targets] = np.minimum(current[:, edges.group_targets],
-                                                          arrived)
+            improved[edges.group_targets] = np.minimum(current[edges.group_targets], arrived)
             if np.array_equal(improved, current):
-                return np.stack(levels)
+                return np.stack(levels).transpose(0, 2, 1)
             levels.append(improved)
             current = improved
 

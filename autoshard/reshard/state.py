@@ -26,6 +26,7 @@ axes (or one for an unused one) without changing any block size.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -103,6 +104,19 @@ def moves_from(state: State, sizes: tuple[int, ...], shape: tuple[int, ...],
     helps to reach a target that is not Partial on it. ``multi_axis_slices=False`` offers
     one-axis slices only (enough when slices are free: several free slices cost the same).
     """
+    first, last = _moves_but_to_partial(state, sizes, shape, multi_axis_slices)
+    before = shard_count(state[0], sizes)
+    return [*first, *_to_partial_moves(state, allowed_partial, before), *last]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _moves_but_to_partial(state: State, sizes: tuple[int, ...], shape: tuple[int, ...],
+                          multi_axis_slices: bool) -> tuple[tuple[Move, ...], tuple[Move, ...]]:
+    """The moves of ``moves_from`` before and after its ``replicated_to_partial`` moves, which
+    alone depend on the target's Partial axes: the search grows one state graph per target
+    Partial set (eight on a 3-axis mesh), and they share these (Moves are immutable).
+    Mixtral 8x7B on dp=2,ep=4,tp=8 explores 10,811 states, 1,458 of them distinct (same
+    shape, mesh and slice rule)."""
     dims, partial = state
     before = shard_count(dims, sizes)
     moves: list[Move] = []
@@ -115,9 +129,7 @@ def moves_from(state: State, sizes: tuple[int, ...], shape: tuple[int, ...],
     moves.extend(_slice_moves(state, sizes, shape, multi_axis_slices))
     moves.extend(_all_to_all_moves(state, sizes, shape, before))
     moves.extend(_partial_moves(state, sizes, shape, before))
-    moves.extend(_to_partial_moves(state, allowed_partial, before))
-    moves.extend(_permute_moves(state, sizes, before))
-    return moves
+    return tuple(moves), tuple(_permute_moves(state, sizes, before))
 
 
 def _slice_moves(state: State, sizes: tuple[int, ...], shape: tuple[int, ...],

@@ -34,6 +34,7 @@ Contract of the callables (``ins``/``outs`` are tuples of :class:`TensorSpec`):
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +55,7 @@ class TensorSpec:
 
     @property
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return int(math.prod(self.shape))  # exact (np.prod was 10x slower on a few dims)
 
     @property
     def nbytes(self) -> int:

@@ -29,6 +29,10 @@ import numpy as np
 REL_TOL = 1e-12  # a route may exceed the pair's cost by this (relative) per hop
 POSITIVE = 1e-9  # arcs used as detours must cost more than this (relative to the matrix)
 MAX_CUBE = 2**24  # above rows × cols × cols entries the dense pairs are kept (memory)
+# the rows × cols × cols differences and sums are formed this many entries at a time (2 MiB):
+# in cache, and no fresh 50 MB array to fault in per edge (Mixtral's 3-axis periodic LP, 466
+# networks: 5.3 s as whole cubes, 1.2 s in chunks, the same arcs)
+CHUNK_ENTRIES = 2**18
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,20 +75,45 @@ def _column_network(cost: np.ndarray) -> FlowArcs | None:
         return None
     scale = float(np.abs(cost[finite]).max()) or 1.0
     positive = POSITIVE * scale
-    with np.errstate(invalid="ignore"):
-        step = cost[:, None, :] - cost[:, :, None]  # [r, k, c] = C[r, c] − C[r, k]
-    step[np.isnan(step)] = -np.inf  # both infinite: row r says nothing about k → c
-    detour = step.max(axis=0)
+    detour = _detours(cost, bool(finite.all()))
     np.fill_diagonal(detour, -np.inf)
     useful = np.where(detour > positive, detour, np.inf)
-    two_hops = (useful[:, :, None] + useful[None, :, :]).min(axis=1)
+    two_hops = _min_plus(useful, useful)
     keep_detour = np.isfinite(useful) & ~(two_hops <= useful * (1 + REL_TOL))
-    via = (cost[:, :, None] + useful[None, :, :]).min(axis=1)
+    via = _min_plus(cost, useful)
     keep_direct = finite & ~(via <= cost + REL_TOL * np.abs(cost))
     r, c = np.nonzero(keep_direct)
     k, c2 = np.nonzero(keep_detour)
     return FlowArcs(tails=np.concatenate([r, nr + k]), heads=np.concatenate([nr + c, nr + c2]),
                     costs=np.concatenate([cost[r, c], detour[k, c2]]))
+
+
+def _detours(cost: np.ndarray, dense: bool) -> np.ndarray:
+    """``[k, c] = max_r (C[r, c] − C[r, k])``, ignoring rows where both are infinite (they
+    say nothing about k → c; ``-inf`` when every row is such), a block of k at a time."""
+    nr, nc = cost.shape
+    out = np.empty((nc, nc))
+    step = max(1, CHUNK_ENTRIES // max(nr * nc, 1))
+    for start in range(0, nc, step):
+        ks = slice(start, start + step)
+        with np.errstate(invalid="ignore"):
+            diff = cost[:, None, :] - cost[:, ks, None]  # [r, k, c]
+        out[ks] = diff.max(axis=0) if dense else np.fmax.reduce(diff, axis=0)
+    if not dense:
+        out[np.isnan(out)] = -np.inf
+    return out
+
+
+def _min_plus(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``[i, j] = min_m (left[i, m] + right[m, j])``, a block of rows at a time (a minimum
+    of the same sums in any order: the same floats as the whole cube)."""
+    rows, inner = left.shape
+    out = np.empty((rows, right.shape[1]))
+    step = max(1, CHUNK_ENTRIES // max(inner * right.shape[1], 1))
+    for start in range(0, rows, step):
+        block = slice(start, start + step)
+        out[block] = (left[block, :, None] + right[None, :, :]).min(axis=1)
+    return out
 
 
 def _mirror(arcs: FlowArcs, nr: int, nc: int) -> FlowArcs:

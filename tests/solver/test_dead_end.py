@@ -166,3 +166,19 @@ def test_dead_options_match_the_definition() -> None:
         assert dead.tolist() == dead_by_definition(work, 0), seed
         dropping += bool(dead.any())
     assert dropping >= 15  # the check compares drops, not only "nothing to drop"
+
+
+def test_dead_options_match_the_definition_on_finite_prices() -> None:
+    # every edge finite (the path that skips masking inf − inf) and the node's options many
+    # (pairs ruled out edge by edge before the last edge is read)
+    dropping = 0
+    for seed in range(40):
+        problem = wide_node(seed)
+        edges = [(u, v, np.where(np.isfinite(m), m, 7.0)) for u, v, m in problem.edges]
+        work = build_work(ChoiceProblem(node_costs=problem.node_costs, edges=edges,
+                                        node_memory=problem.node_memory,
+                                        memory_limit=problem.memory_limit))
+        dead = dead_options(work, 0)
+        assert dead.tolist() == dead_by_definition(work, 0), seed
+        dropping += bool(dead.any())
+    assert dropping >= 15

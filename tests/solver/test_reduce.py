@@ -63,6 +63,20 @@ def test_dominated_rows_match_the_definition(seed) -> None:
     assert _dominated(features).tolist() == dominated_by_definition(features)
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_dominated_rows_match_the_definition_on_wide_rows(seed) -> None:
+    """More columns than the screen and a pair chunk hold: rows made from a few base rows
+    plus sparse non-negative bumps, so many pairs agree on the screened columns and differ
+    (or not) only elsewhere."""
+    rng = np.random.default_rng(seed)
+    rows, columns = int(rng.integers(2, 30)), int(rng.integers(9, 150))
+    base = rng.integers(0, 4, size=(3, columns)).astype(float)
+    features = base[rng.integers(0, 3, size=rows)]
+    features += (rng.random((rows, columns)) < 0.02) * rng.integers(-1, 3, size=(rows, columns))
+    features[rng.random((rows, columns)) < 0.01] = np.inf
+    assert _dominated(features).tolist() == dominated_by_definition(features)
+
+
 def test_memory_impossible_option_is_dropped() -> None:
     p = ChoiceProblem(node_costs=[[1.0, 0.0], [0.0, 0.0]],
                       node_memory=[[1, 50], [2, 3]], memory_limit=10)

@@ -121,3 +121,22 @@ def test_shapes_sharing_a_move_graph_price_as_if_alone() -> None:
     reshard_cost_matrix(shardings[::2], shardings, first, 2, links, HBM_BW)
     shared = reshard_cost_matrix(shardings, shardings, second, 2, links, HBM_BW)
     assert np.array_equal(alone, shared)
+
+
+def test_moves_do_not_depend_on_which_partial_sets_were_asked_before() -> None:
+    """``moves_from`` memoizes the moves that do not depend on the target's Partial axes:
+    asked after other Partial sets (cache warm) it lists exactly what a cold call lists,
+    and each list offers ``replicated_to_partial`` only on the axes it was given."""
+    from autoshard.reshard import state as st
+
+    sizes, shape = (2, 4, 8), (64, 64, 8)
+    sets = [(), ((1, "sum"),), ((0, "sum"), (2, "sum")), ((0, "sum"), (1, "sum"), (2, "sum"))]
+    states = st.enumerate_states(sizes, shape)[::7]
+    warm = {(s, allowed): st.moves_from(s, sizes, shape, allowed)
+            for allowed in sets for s in states}
+    for (s, allowed), moves in warm.items():
+        st._moves_but_to_partial.cache_clear()
+        assert moves == st.moves_from(s, sizes, shape, allowed)
+        made_partial = {m.axes for m in moves if m.kind == st.REPLICATED_TO_PARTIAL}
+        used = st.used_axes(s)
+        assert made_partial == {(a,) for a, _ in allowed if a not in used}
