@@ -87,7 +87,8 @@ def _slack(work: Work, node: int) -> tuple[np.ndarray, float]:
         screen = matrix[:, np.unique(np.linspace(0, matrix.shape[1] - 1, SCREEN_COLUMNS
                                                  ).astype(np.int64))]
         screens.append(_worst_gain(screen[:, None, :], screen[None, :, :], dense))
-        lower = lower + screens[-1]
+        with np.errstate(invalid="ignore"):  # inf − inf (an impossible option): NaN, no swap
+            lower = lower + screens[-1]
     for row in work.rows:
         if node in row:
             vec = row[node]

@@ -47,7 +47,7 @@ import numpy as np
 from solver.backends import mathopt
 from solver.backends.flow_arcs import FlowArcs
 from solver.backends.formulation import Formulation, cheapest_route, decode
-from solver.backends.lp import objective_factor, reduced_costs
+from solver.backends.lp_answer import objective_factor, reduced_costs
 from solver.periodic import Aggregated, PeriodicLP
 
 SAFETY = 1e-9  # relative margin an option's reduced-cost bound must clear to be fixed

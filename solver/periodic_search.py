@@ -33,7 +33,8 @@ import time
 
 import numpy as np
 
-from solver.backends.lp import PDLP_MIN_VARS, LPAnswer, lp_answers
+from solver.backends.lp import PDLP_MIN_VARS, lp_answers
+from solver.backends.lp_answer import LPAnswer
 from solver.clock import Clock
 from solver.errors import Infeasible, NoSolutionError
 from solver.graph_search import Sizes, closed, finish, sizes_of, solve_graph

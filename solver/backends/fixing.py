@@ -30,7 +30,7 @@ import numpy as np
 
 from solver.backends import mathopt
 from solver.backends.formulation import Formulation, build, decode
-from solver.backends.lp import objective_factor, reduced_costs
+from solver.backends.lp_answer import objective_factor, reduced_costs
 from solver.compact import Indexed
 from solver.problem import Stream, Window
 

@@ -9,10 +9,11 @@ relaxation is the tight local polytope (docs/solver-backends.md: 2.2× fewer edg
 full product, 2× faster). A constant aggregated matrix needs no variable at all.
 
 A window (``solver.problem.Window``) gets one time variable ``t ∈ [0, 1]`` standing for
-``T = L + (U − L)·t``, where ``L`` and ``U`` bound its longest stream over every plan, so every
-variable keeps the [0, 1] box that ``lp.dual_bound`` relies on; each stream that can bind is a
-row ``(U − L)·t ≥ stream − L`` and the objective pays ``weight·T``. A window's edge terms get
-their own marginal variables (costing nothing in the objective), one set per node pair.
+``T = L + (U − L)·t``, where ``L`` and ``U`` bound its longest stream over every plan, so
+every variable keeps the [0, 1] box that ``lp_answer.dual_bound`` relies on; each stream that
+can bind is a row ``(U − L)·t ≥ stream − L`` and the objective pays ``weight·T``. A window's
+edge terms get their own marginal variables (costing nothing in the objective), one set per
+node pair.
 """
 
 from __future__ import annotations

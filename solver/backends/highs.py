@@ -31,7 +31,8 @@ import numpy as np
 from solver.backends import mathopt
 from solver.backends.fixing import fix_and_solve, neighbourhood_plan, support_plan
 from solver.backends.formulation import Formulation, build, decode
-from solver.backends.lp import LPAnswer, lp_answers, objective_factor
+from solver.backends.lp import lp_answers
+from solver.backends.lp_answer import LPAnswer, objective_factor
 from solver.backends.result import BackendResult
 from solver.compact import Indexed
 

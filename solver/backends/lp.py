@@ -60,11 +60,12 @@ import math
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
+from solver.backends import simplex
 from solver.backends.formulation import Formulation, decode_weighted
+from solver.backends.lp_answer import LPAnswer, dual_bound, objective_factor
 from solver.backends.pdlp_run import SMOOTHING, PdlpPoint, PdlpRunner
 from solver.solution import OPTIMALITY_GAP
 
@@ -104,7 +105,6 @@ PDLP_TRY_ITERATIONS = 1_024
 # against 0.43-0.46 / 0.43-0.51 / 0.41-0.47 s on two, and faster in wall time too, 0.26-0.30 s
 # against 0.37-0.43 s); the same iterations and bytes either way (``PDLP_SHARDS``)
 PDLP_TRY_THREADS = 1
-SIMPLEX = "GLOP"  # the dual simplex of LPs without memory rows ("HIGHS": HiGHS' everywhere)
 
 
 def _usable_cores() -> int:
@@ -125,84 +125,12 @@ def share_cores(processes: int) -> None:
     _threads = max(1, min(_usable_cores() // max(int(processes), 1), PDLP_SHARDS))
 
 
-def objective_factor(form: Formulation) -> float:
-    """A power of two lifting the largest objective coefficient to at least 1: plan costs are
-    seconds (1e-6 .. 1e-2), where HiGHS' absolute tolerances (~1e-6) stopped it at a 3e-4
-    relative gap on a GPT-2 plan. Objectives already >= 1 are left alone: scaling them *down*
-    made HiGHS' time-limited bound much worse on the 5,000-node benchmark (gap 0.56 vs 6e-6).
-    A power of two scales exactly."""
-    top = float(np.abs(form.obj).max()) if form.obj.size else 0.0
-    if top <= 0.0 or not math.isfinite(top) or top >= 1.0:
-        return 1.0
-    return 2.0 ** -math.floor(math.log2(top))
-
-
-def dual_bound(form: Formulation, duals: np.ndarray, factor: float) -> float:
-    """A lower bound of the LP (so of the MIP) from *any* row multipliers ``duals``.
-
-    Weak duality with the variables' box [0, 1]: for every y,
-    ``min c·v ≥ Σ_rows (lo·y if y > 0 else hi·y) + Σ_j min(0, (c − Aᵀy)_j)``. It holds for
-    inexact duals too, which is why a first-order method may solve the LP: the bound is
-    computed here, not taken on trust."""
-    # a multiplier of the wrong sign on a one-sided row only makes the bound -inf: clip it
-    # to zero (still "any multipliers"); first-order duals stray there by their tolerance
-    duals = np.where(np.isposinf(form.row_hi), np.maximum(duals, 0.0), duals)
-    duals = np.where(np.isneginf(form.row_lo), np.minimum(duals, 0.0), duals)
-    cost = form.obj * factor
-    reduced = cost - np.bincount(form.cols, weights=form.coefs * duals[form.rows],
-                                 minlength=cost.size)
-    with np.errstate(invalid="ignore"):
-        rows = np.where(duals > 0, form.row_lo * duals,
-                        np.where(duals < 0, form.row_hi * duals, 0.0))
-    total = float(rows.sum() + np.minimum(reduced, 0.0).sum() + form.constant * factor)
-    return total / factor if math.isfinite(total) else -math.inf
-
-
-def reduced_costs(form: Formulation, duals: np.ndarray) -> tuple[float, np.ndarray]:
-    """``(bound, reduced)``: ``dual_bound`` of ``duals`` and every variable's reduced cost
-    ``c − Aᵀy`` in objective units. For any feasible v, ``obj·v ≥ bound + reduced[j]·v[j]``
-    for each j with ``reduced[j] > 0`` (the weak-duality sum of ``dual_bound`` with that one
-    term kept), which is what reduced-cost fixing rests on."""
-    factor = objective_factor(form)
-    duals = np.where(np.isposinf(form.row_hi), np.maximum(duals, 0.0), duals)
-    duals = np.where(np.isneginf(form.row_lo), np.minimum(duals, 0.0), duals)
-    reduced = form.obj * factor - np.bincount(form.cols, weights=form.coefs * duals[form.rows],
-                                              minlength=form.num_vars)
-    return dual_bound(form, duals, factor), reduced / factor
-
-
 def pdlp_tolerance(gap: float) -> float:
     """PDLP's relative tolerance for a search that may stop at ``gap``: a tenth of it, never
     tighter than ``PDLP_EPS``. Looser is what lets a sweep's LPs finish without the barrier:
     llama3-8b dp=16,fsdp=2,tp=2 converges in 2,752 iterations at 1e-4 (its bound 1.8e-4 below
     the plan) and not in 8,000 at 1e-5."""
     return max(PDLP_EPS, gap / 10)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class LPAnswer:
-    """What an LP solve gives a caller that must turn it into a plan and a certificate.
-
-    ``x``: the assignment read off the LP's x (its own plan when the LP optimum is integral;
-    the caller scores it against ``bound`` either way), ``None`` when the LP gave none.
-    ``bound``: a proven lower bound (``-inf`` when the LP gave none in time, ``inf`` when it
-    is infeasible, in which case the MIP is infeasible too). ``weight``: per node, the LP's
-    x of the chosen option, which says where a rounded plan may be wrong (``solver.polish``).
-    ``next_is_cheap``: the next answer, if asked for, is a simplex on a few thousand columns;
-    otherwise it solves the whole LP again, or there is none (so a caller polishes its best
-    plan fully before asking). ``duals``: the row multipliers ``bound`` came from, when the
-    answer has them (``solver.periodic_close`` fixes options by their reduced costs).
-    """
-
-    x: np.ndarray | None
-    bound: float
-    weight: np.ndarray | None = None
-    next_is_cheap: bool = False
-    duals: np.ndarray | None = None
-    values: np.ndarray | None = None  # the LP's x (options only), when it has a primal
-    # PDLP's point before it converged (``lp_answers(interim=True)``): x and bound hold, but
-    # the next answer carries on with the same LP (worth only a cheap look: its plan, fixing)
-    interim: bool = False
 
 
 def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP,
@@ -214,7 +142,7 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     The simplex gives one answer. PDLP's x is an interior point of the optimal face: where
     that face holds more than one vertex it splits nodes between them and rounds badly. So
     after PDLP comes a vertex from the simplex on the columns PDLP's x uses
-    (``_solve_on_support``) with PDLP's bound:
+    (``simplex.solve_on_support``) with PDLP's bound:
 
     * when PDLP converged, as the second answer. gpt2 dp=2,fsdp=2,tp=2 on 8 devices: PDLP's x
       rounds to a plan 11 % above its bound (still 11 % after the full polish); the vertex,
@@ -233,7 +161,7 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
         if form.num_vars >= PDLP_TRY_VARS and not form.memory_rows:
             yield from _pdlp_then_simplex(form, time_limit, gap)
         else:
-            yield _solve_highs_lp(form, time_limit, barrier=False)
+            yield simplex.solve_highs_lp(form, time_limit, barrier=False)
         return
     start = time.perf_counter()
     if interim:
@@ -246,7 +174,7 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
         first, primal, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
     if converged:
         yield dataclasses.replace(first, next_is_cheap=True)
-    support, value = _solve_on_support(form, primal, first.x, _left(time_limit, start))
+    support, value = simplex.solve_on_support(form, primal, first.x, _left(time_limit, start))
     bound = max(first.bound, support.bound)
     logger.info("support LP: value %.10g, bound %.10g", value, bound)
     last = first if support.x is None else LPAnswer(
@@ -259,7 +187,7 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     time_limit = _left(time_limit, start)
     if time_limit is not None and time_limit <= 0:
         return
-    barrier = _solve_highs_lp(form, time_limit, barrier=True)
+    barrier = simplex.solve_highs_lp(form, time_limit, barrier=True)
     kept = barrier if barrier.x is not None else last
     yield LPAnswer(kept.x, max(bound, barrier.bound), kept.weight,
                    duals=barrier.duals if barrier.bound >= bound else last.duals,
@@ -300,7 +228,7 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float
         choice, weight = decode_weighted(form, run.x)
         first = dataclasses.replace(first, x=choice, weight=weight, values=run.x[:form.num_x])
         yield dataclasses.replace(first, next_is_cheap=True)
-        support, value = _solve_on_support(form, run.x, choice, _left(time_limit, start))
+        support, value = simplex.solve_on_support(form, run.x, choice, _left(time_limit, start))
         logger.info("support LP: value %.10g, bound %.10g", value,
                     max(first.bound, support.bound))
         if support.x is not None:
@@ -312,7 +240,7 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float
     if left is not None and left <= 0:
         yield first  # out of time: PDLP's duals still bound the LP
         return
-    yield _solve_highs_lp(form, left, barrier=False)
+    yield simplex.solve_highs_lp(form, left, barrier=False)
 
 
 def _left(time_limit: float | None, start: float) -> float | None:
@@ -324,159 +252,6 @@ def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALIT
     """The last of ``lp_answers``: the LP solved as far as this module can."""
     answers = list(lp_answers(form, time_limit, gap))
     return answers[-1]
-
-
-SUPPORT = 1e-3  # x above this, and each node's largest, span the support LP
-PRICING_ROUNDS = 4  # column-generation rounds after the first support LP
-PRICED_COLUMNS = 20_000  # columns added per round at most, most negative reduced cost first
-
-
-def _solve_on_support(form: Formulation, primal: np.ndarray | None, largest: np.ndarray | None,
-                      time_limit: float | None) -> tuple[LPAnswer, float]:
-    """``(answer, LP value)`` of the LP restricted to the columns where PDLP's x exceeds
-    ``SUPPORT`` (and each node's ``largest``, its decoded choice, so every one-hot row keeps a
-    column), by the dual simplex: a vertex of the face PDLP was converging to. Its value is an
-    upper bound of the LP optimum; ``answer.bound`` holds for the whole LP (``dual_bound``
-    over every column). With degenerate duals that bound is weak, so the columns the duals
-    price below zero are added and the restricted LP solved again (column generation, Dantzig
-    & Wolfe 1960; Lübbecke & Desrosiers, "Selected Topics in Column Generation", Operations
-    Research 53(6), 2005): when no column prices below zero the restricted optimum is the LP
-    optimum and its bound meets it. ``(no answer, inf)`` when the restricted LP is infeasible
-    or unsolved."""
-    if primal is None or largest is None:
-        return LPAnswer(None, -math.inf), math.inf
-    start = time.perf_counter()
-    keep = primal > SUPPORT
-    keep[form.offsets[:-1] + largest] = True
-    factor = objective_factor(form)
-    last, value, bound, duals = LPAnswer(None, -math.inf), math.inf, -math.inf, None
-    for _ in range(1 + PRICING_ROUNDS):
-        answer, answer_value, reduced = _restricted_lp(form, keep, factor,
-                                                       _left(time_limit, start))
-        if answer.x is None:
-            break
-        last, value = answer, min(value, answer_value)
-        if answer.bound > bound:
-            bound, duals = answer.bound, answer.duals
-        priced = np.flatnonzero(~keep & (reduced < -1e-9))
-        if priced.size == 0:
-            break
-        keep[priced[np.argsort(reduced[priced], kind="stable")][:PRICED_COLUMNS]] = True
-    if last.x is None:
-        return last, math.inf
-    return dataclasses.replace(last, bound=bound, duals=duals), value
-
-
-def _restricted_lp(form: Formulation, keep: np.ndarray, factor: float,
-                   time_limit: float | None) -> tuple[LPAnswer, float, np.ndarray]:
-    """``(answer, value, reduced costs in scaled units)`` of the LP on the ``keep`` columns by
-    the dual simplex; the answer's bound is ``dual_bound`` of its duals over every column."""
-    columns = np.flatnonzero(keep)
-    renumber = np.full(form.num_vars, -1, dtype=np.int64)
-    renumber[columns] = np.arange(columns.size)
-    used = keep[form.cols]
-    sub = dataclasses.replace(form, obj=form.obj[columns], rows=form.rows[used],
-                              cols=renumber[form.cols[used]], coefs=form.coefs[used], num_x=0,
-                              offsets=np.zeros(1, dtype=np.int64), edge_maps=(), flow_maps=(),
-                              window_maps=())
-    # HiGHS' vertex: the one the measurements in ``lp_answers`` were made with (Glop's, on the
-    # same support, can round to a plan that needs the polish)
-    run = _run_highs(sub, factor, time_limit, barrier=False, glop=False)
-    if run.x is None or run.duals is None:
-        return LPAnswer(None, -math.inf), math.inf, np.zeros(0)
-    values = np.zeros(form.num_vars)
-    values[columns] = run.x
-    choice, weight = decode_weighted(form, values)
-    value = float(form.obj @ values + form.constant)
-    _, reduced = reduced_costs(form, run.duals)
-    return (LPAnswer(choice, dual_bound(form, run.duals, factor), weight, duals=run.duals,
-                     values=values[:form.num_x]), value, reduced * factor)
-
-
-def _solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) -> LPAnswer:
-    """The dual simplex (HiGHS' own bound is exact; Glop's comes from ``dual_bound``), or
-    HiGHS' barrier with crossover (module docstring), whose bound comes from ``dual_bound``."""
-    factor = objective_factor(form)
-    run = _run_highs(form, factor, time_limit, barrier)
-    if run.infeasible:
-        return LPAnswer(None, math.inf)
-    if run.duals is None:
-        return LPAnswer(None, -math.inf)
-    bound = dual_bound(form, run.duals, factor) if barrier else run.bound
-    if run.x is None:
-        return LPAnswer(None, bound, duals=run.duals)
-    choice, weight = decode_weighted(form, run.x)
-    return LPAnswer(choice, bound, weight, duals=run.duals, values=run.x[:form.num_x])
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _HighsRun:
-    """One simplex or barrier LP solve: ``x`` and ``duals`` are ``None`` unless it reached the
-    optimum (``x`` also when no primal came back); ``bound`` is HiGHS' own dual bound, or
-    ``dual_bound`` of Glop's duals (Glop reports its primal value as the bound)."""
-
-    infeasible: bool = False
-    x: np.ndarray | None = None
-    duals: np.ndarray | None = None
-    bound: float = -math.inf
-    stopped: bool = False  # out of time: no other solver is tried
-
-
-def _run_highs(form: Formulation, factor: float, time_limit: float | None,
-               barrier: bool, glop: bool = True) -> _HighsRun:
-    """The barrier (HiGHS), or the dual simplex: Glop's on LPs without memory rows (module
-    docstring) unless ``glop`` is false, HiGHS' on the others and wherever Glop ends without
-    an optimum."""
-    if glop and not barrier and not form.memory_rows and SIMPLEX == "GLOP":
-        run = _run_mathopt(form, factor, time_limit, barrier, "GLOP")
-        if run.duals is not None or run.infeasible or run.stopped:
-            return run
-        logger.info("Glop ended the LP without an optimum; HiGHS' dual simplex instead")
-    return _run_mathopt(form, factor, time_limit, barrier, "HIGHS")
-
-
-def _run_mathopt(form: Formulation, factor: float, time_limit: float | None, barrier: bool,
-                 solver: str) -> _HighsRun:
-    from ortools.math_opt import parameters_pb2, result_pb2, solution_pb2
-
-    from solver.backends import mathopt
-
-    started = time.perf_counter()
-    proto = mathopt.model_proto(form, factor, integral=False)
-    time_limit = mathopt.left(time_limit, started)  # the model's build counts (seconds)
-    params, model_params = mathopt.parameters(time_limit, 0.0, None, form)
-    if barrier:
-        params.lp_algorithm = parameters_pb2.LP_ALGORITHM_BARRIER
-        params.highs.string_options["run_crossover"] = "on"
-    else:
-        params.lp_algorithm = parameters_pb2.LP_ALGORITHM_DUAL_SIMPLEX
-        params.presolve = parameters_pb2.EMPHASIS_OFF  # 5.2 s vs 11.4 s on GPT-2 training
-    if barrier:  # HiGHS' barrier does not stop at its limit: run where it can be stopped
-        result = mathopt.run_stoppable(proto, solver, params, model_params, time_limit)
-        if result is None:
-            logger.info("barrier stopped at its time limit (%.1f s)", time_limit or 0.0)
-            return _HighsRun(stopped=True)
-    else:
-        result = mathopt.run(proto, solver, params, model_params)
-    reason = result.termination.reason
-    if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
-        return _HighsRun(infeasible=True, bound=math.inf)
-    if reason != result_pb2.TERMINATION_REASON_OPTIMAL:
-        limit = result.termination.limit == result_pb2.LIMIT_TIME
-        return _HighsRun(stopped=limit)
-    duals = np.zeros(form.row_lo.size)
-    x = None
-    for solution in result.solutions:
-        if solution.HasField("dual_solution"):
-            values = solution.dual_solution.dual_values
-            duals[np.array(values.ids, dtype=np.int64)] = np.array(values.values)
-        primal = solution.primal_solution
-        if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
-            x = mathopt.values(form, primal)
-            break
-    bound = (result.termination.objective_bounds.dual_bound / factor if solver == "HIGHS"
-             else dual_bound(form, duals, factor))
-    return _HighsRun(x=x, duals=duals, bound=bound)
 
 
 def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float

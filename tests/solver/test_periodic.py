@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import solver.periodic_search as periodic_search
 from solver import ChoiceProblem, solve
-from solver.backends import lp
+from solver.backends import lp, simplex
 from solver.exact import exhaustive
 from solver.periodic import aggregate, expand, find_chain
 
@@ -195,15 +195,15 @@ def test_capped_pdlp_plans_from_the_support_vertex_before_the_barrier(seed, monk
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_MAX_ITERATIONS", 16)
     calls = []
-    for name in ("_solve_on_support", "_solve_highs_lp"):
-        real = getattr(lp, name)
-        monkeypatch.setattr(lp, name, lambda *a, _real=real, _name=name, **k:
+    for name in ("solve_on_support", "solve_highs_lp"):
+        real = getattr(simplex, name)
+        monkeypatch.setattr(simplex, name, lambda *a, _real=real, _name=name, **k:
                             calls.append(_name) or _real(*a, **k))
     problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
     _, best = exhaustive(problem)
     answer = solve(problem, gap=0.05)
-    assert calls[0] == "_solve_on_support"
-    assert "_solve_highs_lp" not in calls
+    assert calls[0] == "solve_on_support"
+    assert "solve_highs_lp" not in calls
     assert answer.bound <= best + 1e-9
     assert best - 1e-9 <= answer.objective
     assert answer.objective <= answer.bound + 0.05 * answer.objective + 1e-9 \
@@ -217,7 +217,7 @@ def test_converged_pdlp_that_rounds_badly_is_closed_by_its_support_vertex(monkey
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     calls = []
     for module, name in ((periodic_search, "_polish"), (periodic_search, "periodic_lp"),
-                         (lp, "_solve_on_support")):
+                         (simplex, "solve_on_support")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k:
                             calls.append(_name) or _real(*a, **k))
@@ -233,7 +233,7 @@ def test_converged_pdlp_that_rounds_badly_is_closed_by_its_support_vertex(monkey
     problem = chain_problem(11, layers=5, per_block=2, options=3, rest=2)
     _, best = exhaustive(problem)
     answer = solve(problem, gap=1e-6)
-    assert calls == ["periodic_lp", "_solve_on_support"]
+    assert calls == ["periodic_lp", "solve_on_support"]
     assert len(rounded) == 2 and rounded[0] > best * (1 + 1e-6) + 1e-9
     assert answer.objective == pytest.approx(best, abs=1e-9)
     assert answer.bound <= best + 1e-9

@@ -8,7 +8,7 @@ import pytest
 
 import solver.periodic_search as periodic_search
 from solver import solve
-from solver.backends import lp
+from solver.backends import lp, lp_answer, simplex
 from solver.backends.formulation import build
 from solver.compact import build_work, index_work
 from solver.exact import exhaustive
@@ -22,7 +22,7 @@ CHECKS = (16, 32, 48)
 
 
 def _lp_optimum(form) -> float:
-    run = lp._run_highs(form, lp.objective_factor(form), None, barrier=False)
+    run = simplex.run_highs(form, lp_answer.objective_factor(form), None, barrier=False)
     assert run.x is not None
     return float(form.obj @ run.x + form.constant)
 
@@ -56,7 +56,7 @@ def test_legs_resumed_with_their_primal_weight_converge_as_one_leg_does(seed) ->
     from solver.backends.pdlp_run import PdlpRunner
 
     form = build(index_work(build_work(chain_like(seed))), flow=True)
-    optimum, factor = _lp_optimum(form), lp.objective_factor(form)
+    optimum, factor = _lp_optimum(form), lp_answer.objective_factor(form)
     runner = PdlpRunner(form, factor, 1e-6, 1, lp.PDLP_SHARDS)
     whole = runner.run(5_000, None, None)
     assert whole is not None and whole.converged
@@ -65,7 +65,7 @@ def test_legs_resumed_with_their_primal_weight_converge_as_one_leg_does(seed) ->
         point = runner.run(150, None, point)
         assert point is not None
     assert point.converged and point.iterations <= whole.iterations + 150
-    bound = lp.dual_bound(form, point.duals, factor)
+    bound = lp_answer.dual_bound(form, point.duals, factor)
     assert bound <= optimum + 1e-9 * max(1.0, abs(optimum))
     assert bound == pytest.approx(optimum, rel=1e-5, abs=1e-9)
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from solver import ChoiceProblem, solve
-from solver.backends import lp
+from solver.backends import lp, lp_answer, simplex
 from solver.backends.formulation import build, decode_weighted
 from solver.compact import build_work, index_work
 from solver.exact import exhaustive
@@ -36,7 +36,7 @@ def test_any_multipliers_give_a_bound_below_the_optimum(seed):
     rng = np.random.default_rng(seed)
     for scale in (0.0, 1.0, 10.0):
         duals = rng.normal(scale=scale, size=form.row_lo.size)
-        assert lp.dual_bound(form, duals, 1.0) <= best + 1e-9
+        assert lp_answer.dual_bound(form, duals, 1.0) <= best + 1e-9
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -45,12 +45,12 @@ def test_glop_and_highs_simplex_agree_and_bound_the_optimum(seed, monkeypatch):
     LP optimum (to its tolerances) and stay below the exhaustive optimum."""
     problem = small_problem(seed) if seed < 4 else chain_like(seed)
     form = build(index_work(build_work(problem)), flow=True)
-    monkeypatch.setattr(lp, "SIMPLEX", "HIGHS")
+    monkeypatch.setattr(simplex, "SIMPLEX", "HIGHS")
     highs = lp.solve_lp(form, None)
-    monkeypatch.setattr(lp, "SIMPLEX", "GLOP")
+    monkeypatch.setattr(simplex, "SIMPLEX", "GLOP")
     solvers = []
-    real = lp._run_mathopt
-    monkeypatch.setattr(lp, "_run_mathopt", lambda *a: solvers.append(a[-1]) or real(*a))
+    real = simplex.run_mathopt
+    monkeypatch.setattr(simplex, "run_mathopt", lambda *a: solvers.append(a[-1]) or real(*a))
     glop = lp.solve_lp(form, None)
     assert solvers == ["GLOP"]
     assert glop.bound == pytest.approx(highs.bound, rel=1e-8, abs=1e-12)
@@ -105,10 +105,10 @@ def test_pdlp_past_its_iteration_cap_hands_over_to_the_barrier(seed, monkeypatch
     problem = small_problem(seed)
     ix = index_work(build_work(problem))
     form = build(ix, flow=True)
-    solve_highs_lp = lp._solve_highs_lp
+    solve_highs_lp = simplex.solve_highs_lp
     simplex_bound = solve_highs_lp(form, None, barrier=False).bound
     runs = []
-    monkeypatch.setattr(lp, "_solve_highs_lp",
+    monkeypatch.setattr(simplex, "solve_highs_lp",
                         lambda *a, **k: runs.append(k) or solve_highs_lp(*a, **k))
     answer = lp.solve_lp(form, None)
     x, bound = answer.x, answer.bound
@@ -144,7 +144,7 @@ def chain_like(seed: int) -> ChoiceProblem:
 
 def _simplex_optimum(form) -> tuple[float, np.ndarray]:
     """The LP optimum and its x, by HiGHS' dual simplex: the independent reference."""
-    run = lp._run_highs(form, lp.objective_factor(form), None, barrier=False)
+    run = simplex.run_highs(form, lp_answer.objective_factor(form), None, barrier=False)
     assert run.x is not None
     return float(form.obj @ run.x + form.constant), run.x
 
@@ -158,7 +158,7 @@ def test_support_of_an_optimal_x_gives_the_lp_optimum(seed):
     form = build(ix, flow=True)
     optimum, x = _simplex_optimum(form)
     choice, _ = decode_weighted(form, x)
-    answer, value = lp._solve_on_support(form, x, choice, None)
+    answer, value = simplex.solve_on_support(form, x, choice, None)
     assert value == pytest.approx(optimum, rel=1e-9, abs=1e-12)
     assert answer.bound <= optimum + 1e-9 * max(1.0, abs(optimum))
     assert answer.x is not None and ix.evaluate(answer.x) >= optimum - 1e-9
@@ -166,13 +166,13 @@ def test_support_of_an_optimal_x_gives_the_lp_optimum(seed):
 
 def _watch_support(seed: int, monkeypatch) -> tuple:
     """``(indexed, form, LP optimum, support calls)`` of a random chain, with every
-    ``_solve_on_support`` answer recorded."""
+    ``simplex.solve_on_support`` answer recorded."""
     ix = index_work(build_work(chain_like(seed)))
     form = build(ix, flow=True)
     optimum, _ = _simplex_optimum(form)
     supports: list = []
-    real = lp._solve_on_support
-    monkeypatch.setattr(lp, "_solve_on_support",
+    real = simplex.solve_on_support
+    monkeypatch.setattr(simplex, "solve_on_support",
                         lambda *a: supports.append(real(*a)) or supports[-1])
     return ix, form, optimum, supports
 
@@ -211,7 +211,7 @@ def test_converged_pdlp_answers_itself_then_the_support_vertex(seed, monkeypatch
     """PDLP converged: its own answer first (saying the next is cheap), then the simplex
     vertex on its support, whose value is the LP optimum; never the barrier."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
-    monkeypatch.setattr(lp, "_solve_highs_lp", lambda *a, **k: pytest.fail("barrier ran"))
+    monkeypatch.setattr(simplex, "solve_highs_lp", lambda *a, **k: pytest.fail("barrier ran"))
     _, form, optimum, supports = _watch_support(seed, monkeypatch)
     first, second = lp.lp_answers(form, None, gap=1e-6)
     (support, value), = supports

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solver import solve
-from solver.backends import lp, pdlp_proto
+from solver.backends import lp, lp_answer, pdlp_proto, simplex
 from solver.backends.formulation import build
 from solver.compact import build_work, index_work
 from solver.exact import exhaustive
@@ -24,7 +24,7 @@ from tests.support.bracket import assert_bracketed
 
 
 def _simplex_bound(form) -> float:
-    return lp._run_highs(form, lp.objective_factor(form), None, barrier=False,
+    return simplex.run_highs(form, lp_answer.objective_factor(form), None, barrier=False,
                          glop=False).bound
 
 
@@ -36,7 +36,7 @@ def test_converged_pdlp_answers_without_the_simplex_on_the_whole_lp(seed, monkey
     ix = index_work(build_work(chain_like(seed)))
     form = build(ix, flow=True)
     optimum = _simplex_bound(form)
-    monkeypatch.setattr(lp, "_solve_highs_lp", lambda *a, **k: pytest.fail("simplex ran"))
+    monkeypatch.setattr(simplex, "solve_highs_lp", lambda *a, **k: pytest.fail("simplex ran"))
     answers = list(lp.lp_answers(form, None, gap=1e-6))
     first = answers[0]
     tolerance = 1e-6 * max(1.0, abs(optimum))
@@ -54,7 +54,7 @@ def test_pdlp_short_of_its_cap_hands_over_to_the_dual_simplex(seed, monkeypatch)
     monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", 1)
     ix = index_work(build_work(small_problem(seed)))
     form = build(ix, flow=True)
-    expected = lp._solve_highs_lp(form, None, barrier=False)
+    expected = simplex.solve_highs_lp(form, None, barrier=False)
     answers = list(lp.lp_answers(form, None))
     assert len(answers) == 1
     (answer,) = answers
@@ -100,14 +100,14 @@ def test_pdlp_through_the_proto_is_the_pdlp_of_the_binding(seed, monkeypatch):
     only skips the SciPy import."""
     monkeypatch.setattr(pdlp_proto, "SMOOTHING", 0.5)
     form = build(index_work(build_work(chain_like(seed))), flow=True)
-    factor = lp.objective_factor(form)
+    factor = lp_answer.objective_factor(form)
     run = pdlp_proto.run_pdlp(form, factor, None, eps=lp.PDLP_EPS,
                               max_iterations=lp.PDLP_MAX_ITERATIONS, threads=1,
                               shards=lp.PDLP_SHARDS)
     binding, primal, converged = lp._solve_pdlp(form, None, lp.PDLP_EPS)
     assert run.converged == converged
     assert run.x is not None and run.duals is not None
-    assert lp.dual_bound(form, run.duals, factor) == binding.bound
+    assert lp_answer.dual_bound(form, run.duals, factor) == binding.bound
     assert np.array_equal(run.x, primal)
 
 

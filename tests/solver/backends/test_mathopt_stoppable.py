@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from solver.backends import lp, mathopt
+from solver.backends import mathopt, simplex
 from solver.backends.formulation import build
 from solver.compact import build_work, index_work
 from solver.exact import exhaustive
@@ -38,8 +38,8 @@ def test_the_stoppable_barrier_gives_the_lp_optimum_below_the_exhaustive_one(see
     problem = small_problem(seed)
     form = build(index_work(build_work(problem)), flow=True)
     _, best = exhaustive(problem)
-    simplex = lp._solve_highs_lp(form, None, barrier=False)
-    barrier = lp._solve_highs_lp(form, 60.0, barrier=True)  # a limit: the forked road
+    dual = simplex.solve_highs_lp(form, None, barrier=False)
+    barrier = simplex.solve_highs_lp(form, 60.0, barrier=True)  # a limit: the forked road
     assert barrier.x is not None
-    assert barrier.bound == pytest.approx(simplex.bound, rel=1e-6, abs=1e-6)
+    assert barrier.bound == pytest.approx(dual.bound, rel=1e-6, abs=1e-6)
     assert barrier.bound <= best + 1e-9
