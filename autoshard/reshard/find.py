@@ -30,7 +30,7 @@ import numpy as np
 from autoshard.errors import AutoshardError
 from autoshard.reshard.convert import state_of, to_sharding
 from autoshard.reshard.search import PricedSpace, Pricer, StateGraph, divisibility_shape
-from autoshard.reshard.state import Move, State, is_divisible
+from autoshard.reshard.state import Move, State, clear_move_cache, is_divisible
 from autoshard.sharding.links import MeshLinks
 from autoshard.sharding.tensor_sharding import TensorSharding
 
@@ -107,6 +107,7 @@ def clear_caches() -> None:
     """Forget every memoized search (for benchmarks measuring cold runs, and memory)."""
     for cache in (_PRICERS, _GRAPHS, _SPACES, _MATRICES, _AXIS_MATRICES):
         cache.clear()
+    clear_move_cache()
 
 
 def find_reshard(src: TensorSharding, dst: TensorSharding, global_shape: Sequence[int],

@@ -109,6 +109,11 @@ def moves_from(state: State, sizes: tuple[int, ...], shape: tuple[int, ...],
     return [*first, *_to_partial_moves(state, allowed_partial, before), *last]
 
 
+def clear_move_cache() -> None:
+    """Forget the memoized moves (``reshard.find.clear_caches`` calls it)."""
+    _moves_but_to_partial.cache_clear()
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _moves_but_to_partial(state: State, sizes: tuple[int, ...], shape: tuple[int, ...],
                           multi_axis_slices: bool) -> tuple[tuple[Move, ...], tuple[Move, ...]]:
