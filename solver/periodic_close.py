@@ -288,30 +288,12 @@ def support_plan(lp: PeriodicLP, agg: Aggregated, values: np.ndarray,
     to: where the LP averages two mirror-image plans (equal mesh axes: llama3.1-405b on
     dp=8,fsdp=8,tp=8 splits 188 of 200 nodes 50/50), rounding node by node mixes the mirrors
     and pays for it, while the MIP picks one."""
-    from ortools.math_opt import solution_pb2
-
     started = time.perf_counter()
     form = lp.form
     keep = support_columns(form, values, None if time_limit is None else started + time_limit)
     if keep is None:
         return None
-    columns = np.flatnonzero(keep)
-    _, tied = integral_mask(lp, agg)
-    _, integral_x = column_weights(lp, agg)
-    integers = np.zeros(form.num_vars, dtype=bool)
-    integers[:form.num_x] = integral_x | np.repeat(tied, np.diff(form.offsets))
-    sub = _columns(form, columns)
-    factor = objective_factor(form)
-    proto = mathopt.model_proto(sub, factor, integers=integers[columns])
-    params, model_params = mathopt.parameters(mathopt.left(time_limit, started), gap, None, sub)
-    result = mathopt.run(proto, "HIGHS", params, model_params)
-    for solution in result.solutions:
-        primal = solution.primal_solution
-        if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
-            full = np.zeros(form.num_vars)
-            full[columns] = mathopt.values(sub, primal)
-            return decode(form, full)
-    return None
+    return _periodic_mip(lp, agg, keep, time_limit, started, gap)
 
 
 NEIGHBOURHOOD = 1 / 32  # share of the incumbent's gap the neighbourhood plan searches
@@ -327,14 +309,10 @@ def neighbourhood_plan(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incum
     the LP's support prices the LP's split between two plans; where the LP averages plans
     that cannot be joined (frustrated cycles: llama3-8b-shaped dp=4,fsdp=4,tp=4 splits 131
     of 251 nodes 50/50 around 95 cycles), the best plan uses options off the support."""
-    from ortools.math_opt import solution_pb2
-
     started = time.perf_counter()
     form = lp.form
     bound, reduced = reduced_costs(form, duals)
     limit = (incumbent - bound) * NEIGHBOURHOOD
-    _, tied = integral_mask(lp, agg)
-    _, integral_x = column_weights(lp, agg)
     keep = np.ones(form.num_vars, dtype=bool)
     with np.errstate(invalid="ignore"):
         keep &= ~(reduced > limit)
@@ -342,9 +320,22 @@ def neighbourhood_plan(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incum
     starts, ends = form.offsets[:-1], form.offsets[1:]
     if not all(keep[a:b].any() for a, b in zip(starts, ends, strict=True)):
         return None
+    return _periodic_mip(lp, agg, keep, time_limit, started, gap)
+
+
+def _periodic_mip(lp: PeriodicLP, agg: Aggregated, keep: np.ndarray, time_limit: float | None,
+                  started: float, gap: float) -> np.ndarray | None:
+    """LP node choices of the best plan HiGHS finds on the ``keep`` columns with every node
+    integral (the tied representative too: a periodic plan), ``None`` if it found none;
+    ``time_limit`` counts from ``started`` (``perf_counter``), the model's build included."""
+    from ortools.math_opt import solution_pb2
+
+    form = lp.form
+    columns = np.flatnonzero(keep)
+    _, tied = integral_mask(lp, agg)
+    _, integral_x = column_weights(lp, agg)
     integers = np.zeros(form.num_vars, dtype=bool)
     integers[:form.num_x] = integral_x | np.repeat(tied, np.diff(form.offsets))
-    columns = np.flatnonzero(keep)
     sub = _columns(form, columns)
     proto = mathopt.model_proto(sub, objective_factor(form), integers=integers[columns])
     params, model_params = mathopt.parameters(mathopt.left(time_limit, started), gap, None, sub)

@@ -72,6 +72,15 @@ def _free_readers(op, strategy) -> bool:
     return _forced(op, strategy)
 
 
+def _prepared_free_readers(graph: OpGraph, mesh: autoshard.Mesh):
+    """The planner prepared (not solved) with shared reshards and free readers."""
+    topo = resolve_topology("dgx-h100")
+    return replan(graph, mesh, topo, MeshLinks.build(mesh, topo, {}),
+                  PlanOptions(step=StepOptions(overlap=Overlap.NONE), exclude=_free_readers,
+                              share_reshards=True),
+                  prepare_only=True)
+
+
 def _brute_force(graph: OpGraph, mesh: autoshard.Mesh, shared: bool,
                  exclude=_forced) -> float:
     """Min over every plan of: the ops' step costs plus each needed reshard, priced once per
@@ -142,11 +151,7 @@ def test_readers_free_to_disagree_are_priced_as_the_brute_force_does(readers: in
     moves = [(r.tensor, r.src, r.dst) for r in plan.reshards]
     assert len(moves) == len(set(moves))
     # every share exact from the start (pair node or producer copy, not the lazy road)
-    topo = resolve_topology("dgx-h100")
-    prepared = replan(graph, mesh, topo, MeshLinks.build(mesh, topo, {}),
-                      PlanOptions(step=StepOptions(overlap=Overlap.NONE),
-                                  exclude=_free_readers, share_reshards=True),
-                      prepare_only=True)
+    prepared = _prepared_free_readers(graph, mesh)
     pricing = prepared.pricing
     problem = pricing.problem(exact=range(len(pricing.shares)))
     assert problem.num_nodes > len(prepared.ops)
@@ -223,11 +228,7 @@ def test_an_answer_holding_a_flag_no_reader_needs_is_priced_without_it() -> None
     one no reader needs, a reshard the decoded plan does not make. ``settled`` drops it and
     prices the answer again: back to the optimum the brute force finds."""
     graph, mesh = fanout_graph(3), autoshard.Mesh.parse("tp=2")
-    topo = resolve_topology("dgx-h100")
-    prepared = replan(graph, mesh, topo, MeshLinks.build(mesh, topo, {}),
-                      PlanOptions(step=StepOptions(overlap=Overlap.NONE),
-                                  exclude=_free_readers, share_reshards=True),
-                      prepare_only=True)
+    prepared = _prepared_free_readers(graph, mesh)
     pricing = prepared.pricing
     pricing.exact = tuple(range(len(pricing.shares)))
     problem = pricing.problem()
