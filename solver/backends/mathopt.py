@@ -100,7 +100,10 @@ def run_stoppable(proto, solver_type: str, params, model_params, time_limit: flo
     barrier ran on past 160 s; in a periodic search it ran 238 s past a 5 s limit). So the
     solve runs in a forked child process, its answer comes back through a pipe, and the
     child is killed at the deadline. Without a limit, or where ``fork`` is missing, it is
-    ``run`` in this process."""
+    ``run`` in this process. A child forked from a process with other threads (JAX loaded)
+    could deadlock on a lock one of them held: it is then killed at the deadline like a
+    barrier that overran, and the caller goes on without its answer (``spawn`` would avoid
+    that at the price of a fresh interpreter and OR-Tools' import per barrier: not measured)."""
     if time_limit is None or not hasattr(os, "fork"):
         return run(proto, solver_type, params, model_params)
     from ortools.math_opt import result_pb2
