@@ -60,7 +60,7 @@ def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
         if x is not None and ix.fits(x) and \
                 ix.evaluate(x) - floor <= gap * max(abs(floor), 1e-300):
             return BackendResult(x=x, bound=floor, timed_out=False)
-        time_limit = _left(time_limit, start)
+        time_limit = mathopt.left(time_limit, start)
         if time_limit == 0.0 and x is not None and ix.fits(x):
             return BackendResult(x=x, bound=floor, timed_out=True)  # solver.clock
         if relaxed.duals is not None and relaxed.values is not None:
@@ -71,7 +71,7 @@ def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
     factor = objective_factor(form)
     proto = mathopt.model_proto(form, factor)
     # the time the model took to build is the MIP's no more (a 405b polish: ~20 s of it)
-    params, model_params = mathopt.parameters(_left(limit, began), gap, hint, form)
+    params, model_params = mathopt.parameters(mathopt.left(limit, began), gap, hint, form)
     result = mathopt.run(proto, solver_type, params, model_params)
     reason = result.termination.reason
     bound = result.termination.objective_bounds.dual_bound / factor
@@ -105,23 +105,16 @@ def _fix(ix: Indexed, form: Formulation, relaxed: LPAnswer, support: np.ndarray,
     incumbent = min(plans, key=ix.evaluate)
     logger.info("support plan %.10g, LP bound %.10g", ix.evaluate(incumbent), relaxed.bound)
     late = BackendResult(x=incumbent, bound=relaxed.bound, timed_out=True)
-    if _left(time_limit, start) == 0.0:
+    if mathopt.left(time_limit, start) == 0.0:
         return late  # no phase starts after the deadline (solver.clock)
     if not closed(ix.evaluate(incumbent), relaxed.bound, gap):
         incumbent = neighbourhood_plan(ix, form, relaxed.duals, incumbent,
-                                       _left(time_limit, start), gap)
+                                       mathopt.left(time_limit, start), gap)
         logger.info("neighbourhood plan %.10g", ix.evaluate(incumbent))
         late = BackendResult(x=incumbent, bound=relaxed.bound, timed_out=True)
-        if _left(time_limit, start) == 0.0:
+        if mathopt.left(time_limit, start) == 0.0:
             return late
-    time_limit = _left(time_limit, start)
+    time_limit = mathopt.left(time_limit, start)
     fixed = fix_and_solve(ix, form, relaxed.duals, incumbent, time_limit, gap)
     bound = max(relaxed.bound, fixed.bound)
     return BackendResult(x=fixed.x, bound=bound, timed_out=not fixed.optimal)
-
-
-def _left(time_limit: float | None, start: float) -> float | None:
-    """Seconds of ``time_limit`` left since ``start`` (0 once it has run out)."""
-    if time_limit is None:
-        return None
-    return max(time_limit - (time.perf_counter() - start), 0.0)

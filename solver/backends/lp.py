@@ -63,7 +63,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from solver.backends import simplex
+from solver.backends import mathopt, simplex
 from solver.backends.formulation import Formulation, decode_weighted
 from solver.backends.lp_answer import LPAnswer, dual_bound, objective_factor
 from solver.backends.pdlp_run import SMOOTHING, PdlpPoint, PdlpRunner
@@ -174,7 +174,8 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
         first, primal, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
     if converged:
         yield dataclasses.replace(first, next_is_cheap=True)
-    support, value = simplex.solve_on_support(form, primal, first.x, _left(time_limit, start))
+    support, value = simplex.solve_on_support(form, primal, first.x,
+                                              mathopt.left(time_limit, start))
     bound = max(first.bound, support.bound)
     logger.info("support LP: value %.10g, bound %.10g", value, bound)
     last = first if support.x is None else LPAnswer(
@@ -184,7 +185,7 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     yield last
     if converged or _support_closed(value, bound, gap):
         return
-    time_limit = _left(time_limit, start)
+    time_limit = mathopt.left(time_limit, start)
     if time_limit is not None and time_limit <= 0:
         return
     barrier = simplex.solve_highs_lp(form, time_limit, barrier=True)
@@ -228,7 +229,8 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float
         choice, weight = decode_weighted(form, run.x)
         first = dataclasses.replace(first, x=choice, weight=weight, values=run.x[:form.num_x])
         yield dataclasses.replace(first, next_is_cheap=True)
-        support, value = simplex.solve_on_support(form, run.x, choice, _left(time_limit, start))
+        support, value = simplex.solve_on_support(form, run.x, choice,
+                                                  mathopt.left(time_limit, start))
         logger.info("support LP: value %.10g, bound %.10g", value,
                     max(first.bound, support.bound))
         if support.x is not None:
@@ -236,15 +238,11 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float
                            duals=support.duals if support.bound >= first.bound
                            else first.duals, values=support.values)
         return
-    left = _left(time_limit, start)
+    left = mathopt.left(time_limit, start)
     if left is not None and left <= 0:
         yield first  # out of time: PDLP's duals still bound the LP
         return
     yield simplex.solve_highs_lp(form, left, barrier=False)
-
-
-def _left(time_limit: float | None, start: float) -> float | None:
-    return None if time_limit is None else time_limit - (time.perf_counter() - start)
 
 
 def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP
@@ -290,7 +288,7 @@ def _pdlp_legs(form: Formulation, time_limit: float | None, eps: float
     point: PdlpPoint | None = None
     for end in (*(c for c in PDLP_CHECKS if c < PDLP_MAX_ITERATIONS), PDLP_MAX_ITERATIONS):
         done = 0 if point is None else point.iterations
-        left = _left(time_limit, start)
+        left = mathopt.left(time_limit, start)
         if left is not None and left <= 0 and point is not None:
             break
         leg = runner.run(end - done, left, point)
