@@ -114,7 +114,10 @@ def pair_options(m1: np.ndarray, m2: np.ndarray, layouts: tuple[TensorSharding, 
     is impossible from that class (the option could only cost inf) or free for both
     readers (sharing saves nothing: the *other* option lets the first reader read it at
     its per-edge price, 0, and the second reader pays 0 whatever the first reads)."""
-    found = None if cache is None else cache.get(("pair-options", id(m1), id(m2), layouts))
+    # the reader layouts' columns (t1, t2) are part of the key: the same matrices could in
+    # principle be read through other strategy tuples
+    key = ("pair-options", id(m1), id(m2), layouts, id(t1), id(t2))
+    found = None if cache is None else cache.get(key)
     if found is not None:
         return found
     classes = row_classes(m1, m2)
@@ -127,7 +130,7 @@ def pair_options(m1: np.ndarray, m2: np.ndarray, layouts: tuple[TensorSharding, 
     for array in (classes, rows, kept):
         array.setflags(write=False)
     if cache is not None:
-        cache[("pair-options", id(m1), id(m2), layouts)] = (classes, rows, kept)
+        cache[key] = (classes, rows, kept)
     return classes, rows, kept
 
 
