@@ -48,6 +48,7 @@ from solver.backends import mathopt
 from solver.backends.flow_arcs import FlowArcs
 from solver.backends.formulation import Formulation, cheapest_route, decode
 from solver.backends.lp_answer import objective_factor, reduced_costs
+from solver.backends.mip_bound import partial_mip
 from solver.periodic import Aggregated, PeriodicLP
 
 SAFETY = 1e-9  # relative margin an option's reduced-cost bound must clear to be fixed
@@ -184,8 +185,6 @@ def close_gap(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: flo
     """The partial MIP of the periodic LP, after reduced-cost fixing against ``incumbent``
     (the cost of a plan of the whole problem): its bound, capped at ``incumbent``. Only the
     variables fixing leaves go into the model (a 3-axis LP keeps a few thousand of ~1 M)."""
-    from ortools.math_opt import result_pb2, solution_pb2
-
     started = time.perf_counter()
     form = lp.form
     upper, integers = fixed_options(lp, agg, duals, incumbent)
@@ -194,22 +193,16 @@ def close_gap(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: flo
         return Closed(bound=incumbent, x=None)  # every plan costs at least the incumbent
     columns = np.flatnonzero(upper)
     sub = _columns(form, columns)
-    factor = objective_factor(form)
-    proto = mathopt.model_proto(sub, factor, integers=integers[columns])
-    params, model_params = mathopt.parameters(mathopt.left(time_limit, started), gap, None, sub)
-    result = mathopt.run(proto, "HIGHS", params, model_params)
-    reason = result.termination.reason
-    if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
+    answer = partial_mip(sub, integers[columns], incumbent, gap,
+                         mathopt.left(time_limit, started))
+    if answer.infeasible:
         return Closed(bound=incumbent, x=None)  # likewise: nothing below the incumbent
-    bound = result.termination.objective_bounds.dual_bound / factor
-    bound = min(bound if math.isfinite(bound) else -math.inf, incumbent)
-    for solution in result.solutions:
-        primal = solution.primal_solution
-        if primal.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
-            values = np.zeros(form.num_vars)
-            values[columns] = mathopt.values(sub, primal)
-            return Closed(bound=bound, x=decode(form, values))
-    return Closed(bound=bound, x=None)
+    bound = min(answer.bound, incumbent)
+    if answer.values is None:
+        return Closed(bound=bound, x=None)
+    values = np.zeros(form.num_vars)
+    values[columns] = answer.values
+    return Closed(bound=bound, x=decode(form, values))
 
 
 def _columns(form: Formulation, columns: np.ndarray) -> Formulation:

@@ -25,7 +25,7 @@ the cap, in 1,472–4,992 iterations.
 A caller that can prove its plan from approximate duals (the periodic search, by reduced-cost
 fixing) may ask for interim answers: PDLP then runs in legs (``PDLP_CHECKS``,
 :mod:`solver.backends.pdlp_run`) and the caller stops it once its plan is proven (mixtral-8x7b
-dp=2,ep=4,tp=8: at 1,450 of the 2,240 iterations it needs to converge).
+dp=2,ep=4,tp=8: at 1,025 of the 2,240 iterations it needs to converge).
 
 Some LPs never settle without restarts (dp=16,fsdp=2,tp=2: not converged after 20,000
 iterations). Past the cap, PDLP's duals still prove a bound and the simplex on the columns
@@ -84,10 +84,11 @@ PDLP_MAX_ITERATIONS = 5_000  # the slowest LP that converges without restarts ne
 # at 1,450 its duals already fix all but 28,068 of 754,880 variables against the plan its x
 # rounds to, and the MIP over those proves that plan (0.35 s). Legs shorter than ~130
 # iterations never converge (PDLP checks termination every 64 and resumes from the average
-# iterate): keep them 150 apart. (A first look at 1,025 proves Mixtral's plan after one leg,
-# but lands on a plan 6.6e-8 above the one found at 1,150 while the periodic MIP reports a
-# bound above both: docs/solver-backends.md, not adopted until that bound is exact.)
-PDLP_CHECKS = (1_000, 1_150, 1_300, 1_450, 1_600, 1_750, 1_900)
+# iterate): keep them 150 apart. The first look is at 1,025: there fixing against the plan x
+# rounds to keeps 36,766 variables and the partial MIP (its bound made a true one by
+# ``mip_bound``) finds and proves the optimum, 0.2613050699 s, after one leg instead of legs
+# of 1,000 and 150 (docs/solver-backends.md)
+PDLP_CHECKS = (1_025, 1_175, 1_325, 1_475, 1_625, 1_775, 1_925)
 # the legs' primal-weight smoothing (``pdlp_run.SMOOTHING``, as for mid-size LPs): on
 # Mixtral's LP at 0.8 the duals' bound is 3.6e-5 below the plan after 1,150 iterations (0.5:
 # 1.5e-3) and x rounds to the plan 1.3e-7 above the optimum, so fixing keeps 24,777 variables

@@ -157,7 +157,8 @@ def test_partial_mip_closes_a_frustrated_cycle_through_the_rest(layers) -> None:
     assert closed.bound == pytest.approx(2.0, abs=1e-9)
     solved = solve(problem)
     assert solved.optimal and solved.objective == 2.0
-    assert solved.bound == pytest.approx(2.0, abs=1e-9)
+    # HiGHS' bound less its tolerance term (``solver.backends.mip_bound``): within the gap
+    assert 2.0 * (1 - 1e-6) <= solved.bound <= 2.0
 
 
 @settings(max_examples=25, deadline=None)
