@@ -12,7 +12,7 @@ an answer proves, up to HiGHS' cuts and propagation, which work to tolerances of
 order (a proof in exact arithmetic would take an exact solver).
 
 Measured on mixtral-8x7b dp=2,ep=4,tp=8, the periodic LP's partial MIP after reduced-cost
-fixing at 1,150 PDLP iterations (25,606 columns, costs 1e-9 .. 0.5 s, ``objective_factor``
+fixing at 1,150 PDLP iterations (24,777 columns, costs 1e-9 .. 0.5 s, ``objective_factor``
 2): HiGHS called 0.2613053432 optimal, while the plan of 0.2613050699 s is a point of the
 same MIP (its image checked row by row, on no fixed variable), 2.7e-7 below that "bound";
 with the objective scaled 16 times more HiGHS' optimum was 2.4e-9 above that point, 256 and
