@@ -304,26 +304,43 @@ class PricedSpace:
         """``levels × sources × states``: level k is the cheapest sum over paths of ≤ k moves.
 
         Float addition is monotone, so each round's minimum is the exact smallest path-order
-        sum over one more move; the rounds stop when nothing improves.
-        """
+        sum over one more move; the rounds stop when nothing improves. A round relaxes only
+        the moves out of states that improved in the round before (for some source): a move
+        out of any other state offers the very sum it offered a round earlier, already in
+        the minimum, so the levels are the same floats as relaxing every move each round
+        (Mixtral 8x7B training on dp=2,ep=4,tp=8, its 334 searches: 0.80 s of CPU relaxing
+        every move, 0.58 s with the frontier, the same levels bit for bit; gpt2 dp=2,tp=4 and
+        llama3-8b dp=4,fsdp=4,tp=4 alike, loaded 2-core machine)."""
         edges = self.graph.edges()
         weights = self._edge_weights(edges)[:, None]
+        target_of = np.repeat(edges.group_targets,
+                              np.diff(np.r_[edges.group_starts, len(edges.src)]))
         # states × sources: a move's gather and the minimum over a target's moves then run
         # over contiguous rows (the same sums and minima as sources × states, ~2x faster)
         current = np.full((edges.states, len(source_ids)), math.inf)
         current[source_ids, np.arange(len(source_ids))] = 0.0
         levels = [current]
-        if len(edges.src) == 0:
-            return np.stack(levels).transpose(0, 2, 1)
-        while True:
-            arrived = np.minimum.reduceat(current[edges.src] + weights, edges.group_starts,
+        changed = np.zeros(edges.states, dtype=bool)
+        changed[source_ids] = True
+        while len(edges.src):
+            live = np.flatnonzero(changed[edges.src])  # in target order, as edges are
+            if not live.size:
+                break
+            targets = target_of[live]
+            starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+            arrived = np.minimum.reduceat(current[edges.src[live]] + weights[live], starts,
                                           axis=0)
+            reached = targets[starts]
+            better = arrived < current[reached]
+            if not better.any():
+                break
             improved = current.copy()
-            improved[edges.group_targets] = np.minimum(current[edges.group_targets], arrived)
-            if np.array_equal(improved, current):
-                return np.stack(levels).transpose(0, 2, 1)
+            improved[reached] = np.minimum(current[reached], arrived)
+            changed = np.zeros(edges.states, dtype=bool)
+            changed[reached[better.any(axis=1)]] = True
             levels.append(improved)
             current = improved
+        return np.stack(levels).transpose(0, 2, 1)
 
 
 def _split_by_axis(levels: np.ndarray, edges: Edges, weights: np.ndarray,

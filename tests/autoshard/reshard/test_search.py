@@ -140,3 +140,41 @@ def test_moves_do_not_depend_on_which_partial_sets_were_asked_before() -> None:
         made_partial = {m.axes for m in moves if m.kind == st.REPLICATED_TO_PARTIAL}
         used = st.used_axes(s)
         assert made_partial == {(a,) for a, _ in allowed if a not in used}
+
+
+@pytest.mark.parametrize(("sizes", "shape"), CASES, ids=[str(c) for c in CASES])
+def test_frontier_levels_equal_relaxing_every_move(sizes, shape) -> None:
+    """``PricedSpace._levels`` relaxes only moves out of states that improved a round
+    earlier; level by level its floats must be those of relaxing every move every round,
+    written here as the Bellman-Ford rounds read."""
+    from autoshard.reshard import find
+
+    mesh = _mesh(sizes)
+    links = MeshLinks.build(mesh, TOPOLOGY)
+    states = enumerate_states(sizes, shape)
+    shardings = [to_sharding(mesh, len(shape), s) for s in states]
+    clear_caches()
+    reshard_cost_matrix(shardings[:6], shardings, shape, 2, links, HBM_BW)
+    checked = 0
+    for space in find._SPACES.values():
+        edges = space.graph.edges()
+        weights = space._edge_weights(edges)
+        sources = list(range(min(edges.states, 9)))
+        got = space._levels(sources)
+        current = np.full((len(sources), edges.states), math.inf)
+        current[np.arange(len(sources)), sources] = 0.0
+        expected = [current]
+        while True:
+            improved = current.copy()
+            for e in range(len(edges.src)):
+                target = int(np.searchsorted(edges.group_starts, e, side="right") - 1)
+                target = int(edges.group_targets[target])
+                improved[:, target] = np.minimum(improved[:, target],
+                                                 current[:, edges.src[e]] + weights[e])
+            if np.array_equal(improved, current):
+                break
+            expected.append(improved)
+            current = improved
+        assert np.array_equal(got, np.stack(expected))
+        checked += 1
+    assert checked
