@@ -213,9 +213,9 @@ class PricedSpace:
         ids = [self.graph.add(source) for source in sources]
         missing = list(dict.fromkeys(i for i in ids if i not in self._rows))
         if missing:
-            levels = self._levels(missing)
+            rows = _settle_ties(self._levels(missing))  # every source at once
             for k, source_id in enumerate(missing):
-                self._rows[source_id] = _settle_ties(levels[:, k, :])
+                self._rows[source_id] = rows[k]
         n = len(self.graph.states)
         out = np.full((len(ids), n), math.inf)
         for k, source_id in enumerate(ids):
@@ -394,8 +394,9 @@ def _tie_levels(levels: np.ndarray) -> np.ndarray:
 
 
 def _settle_ties(levels: np.ndarray) -> np.ndarray:
-    """Per state, the cheapest sum at the fewest moves within ``TIE_TOLERANCE`` of the best."""
+    """Per state, the cheapest sum at the fewest moves within ``TIE_TOLERANCE`` of the best
+    (``levels × states``, or ``levels × sources × states`` for every source at once)."""
     first = _tie_levels(levels)
-    row = np.take_along_axis(levels, np.maximum(first, 0)[None, :], axis=0)[0]
+    row = np.take_along_axis(levels, np.maximum(first, 0)[None, ...], axis=0)[0]
     row[first < 0] = math.inf
     return row
