@@ -1,16 +1,27 @@
 """``autoshard bench prices``: planning time under measured-curve prices against alpha-beta ones.
 
 The calibration issue's speed target ("planning speed unchanged within 10 %") compares the same
-job priced two ways: the preset's links as they ship (measured-curve terms: latency floor,
-bandwidth ramp, NCCL's algorithm choice) and every mesh axis overridden with a pure alpha-beta
-link (``ALPHA_BETA``, the preset's NVLink latency and link rate without the curve terms). Each
-plan runs in a fresh Python process (no shared caches), the two pricings interleaved so both
-see the same machine load, and the median of ``runs`` wall times is kept per pricing (phases
-from the median run, as in ``autoshard bench scale``). ``ratio`` is curves over alpha-beta.
+job priced with the ``dgx-h100`` preset's links as they ship (``curves``: measured-curve terms:
+latency floor, bandwidth ramp, NCCL's algorithm choice; NVLink inside a node, InfiniBand across)
+against two pure alpha-beta pricings:
+
+- ``alpha-beta-per-level`` (the like-for-like baseline): the same preset, the same levels, each
+  level's link as the planner priced it before the curve model landed (:data:`PRE_CURVE_NVLINK`,
+  :data:`PRE_CURVE_IB`, quoted from ``costmodel/presets.py`` at commit f0eaec6, the last one
+  before 4abe928 added the curve terms): the same job on the same cluster, before calibration;
+- ``alpha-beta-all-nvlink``: every mesh axis overridden with :data:`ALPHA_BETA` (NVLink's rate
+  and the A100 NVLink fit's alpha), even an axis that crosses nodes: a different cluster, kept as
+  the column earlier runs reported.
+
+Each plan runs in a fresh Python process (no shared caches), the pricings interleaved so all see
+the same machine load, and the median of ``runs`` wall times is kept per pricing (phases from
+the median run, as in ``autoshard bench scale``). ``curves_over_per_level`` and
+``curves_over_all_nvlink`` are the curves median over each baseline's median.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -22,12 +33,36 @@ from typing import Any
 import pandas as pd
 
 from autoshard.provenance import write_csv
+from costmodel import Link, Topology, TopologyLevel, get_preset
 
 ALPHA_BETA = "alpha:0.89us,bw:450GB/s"
-PRICINGS = ("curves", "alpha-beta")
+# The dgx-h100 links before the measured-curve model (costmodel/presets.py at f0eaec6):
+#   NVLINK_ALPHA_S = 1.9e-6; IB_ALPHA_S = 4.0e-6   (NCCL tuning.cc hwLat, ring, LL128 column)
+#   NVLINK4 = Link.from_bandwidth(NVLINK_ALPHA_S, 450e9, "nvlink")   (H100 product page)
+#   IB_NDR = Link.from_bandwidth(IB_ALPHA_S, 400e9 / 8, "ib")   (8 x NDR 400 Gb/s per node)
+#   levels: node (8 devices) on NVLINK4, cluster on IB_NDR.
+PRE_CURVE_NVLINK = Link.from_bandwidth(1.9e-6, 450e9, "nvlink")
+PRE_CURVE_IB = Link.from_bandwidth(4.0e-6, 400e9 / 8, "ib")
+PRICINGS = ("curves", "alpha-beta-per-level", "alpha-beta-all-nvlink")
 JOBS = (("gpt2", "dp=2,tp=4", 12), ("llama3-8b", "dp=8,tp=8", None),
         ("llama3-70b", "dp=8,tp=8", None))
 QUICK_JOBS = (("gpt2", "dp=2,tp=4", 2),)
+
+
+def topology_for(pricing: str) -> Topology:
+    """The dgx-h100 preset as shipped, or (``alpha-beta-per-level``) with its pre-curve links.
+
+    Example:
+        >>> [level.link.is_alpha_beta for level in topology_for("alpha-beta-per-level").levels]
+        [True, True]
+    """
+    shipped = get_preset("dgx-h100")
+    if pricing != "alpha-beta-per-level":
+        return shipped
+    node, cluster = shipped.levels
+    levels = (TopologyLevel(name=node.name, devices=node.devices, link=PRE_CURVE_NVLINK),
+              TopologyLevel(name=cluster.name, devices=cluster.devices, link=PRE_CURVE_IB))
+    return dataclasses.replace(shipped, levels=levels)
 
 
 def plan_once(model: str, mesh: str, layers: int | None, pricing: str) -> dict[str, Any]:
@@ -50,9 +85,10 @@ def plan_once(model: str, mesh: str, layers: int | None, pricing: str) -> dict[s
         graph = zoo.build(model, **({} if layers is None else {"layers": layers}))
         graph = training_step_graph(graph, "adamw", "none")
         parsed = Mesh.parse(mesh)
-        links = None if pricing == "curves" else dict.fromkeys(parsed.axis_names, ALPHA_BETA)
-        result = plan(graph, parsed, training=True, time_limit=120.0, model_name=model,
-                      links=links)
+        links = (dict.fromkeys(parsed.axis_names, ALPHA_BETA)
+                 if pricing == "alpha-beta-all-nvlink" else None)
+        result = plan(graph, parsed, topology=topology_for(pricing), training=True,
+                      time_limit=120.0, model_name=model, links=links)
         wall = time.perf_counter() - start
     finally:
         solver.solve = original
@@ -93,10 +129,14 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
             rows.append({"model": model, "mesh": mesh, "layers": layers, "pricing": pricing,
                          "runs": len(timed), **chosen})
         for row in rows[-len(PRICINGS):]:
-            row["ratio_to_alpha_beta"] = medians["curves"] / medians["alpha-beta"]
+            row["curves_over_per_level"] = medians["curves"] / medians["alpha-beta-per-level"]
+            row["curves_over_all_nvlink"] = medians["curves"] / medians["alpha-beta-all-nvlink"]
     path = out_dir / "prices.csv"
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_csv(path, pd.DataFrame(rows), [f"alpha-beta links: every axis {ALPHA_BETA}"])
+    notes = ["alpha-beta-per-level: dgx-h100 levels with the pre-curve links of f0eaec6 "
+             "(node nvlink alpha 1.9us bw 450GB/s; cluster ib alpha 4.0us bw 50GB/s)",
+             f"alpha-beta-all-nvlink: every axis {ALPHA_BETA}"]
+    write_csv(path, pd.DataFrame(rows), notes)
     return [path]
 
 
