@@ -16,13 +16,17 @@ against two pure alpha-beta pricings:
 Each plan runs in a fresh Python process (no shared caches), the pricings interleaved so all see
 the same machine load, and the median of ``runs`` wall times is kept per pricing (phases from
 the median run, as in ``autoshard bench scale``). ``curves_over_per_level`` and
-``curves_over_all_nvlink`` are the curves median over each baseline's median.
+``curves_over_all_nvlink`` are the curves median wall time over each baseline's;
+``cpu_curves_over_*`` the same for the median CPU seconds (``median_cpu_s``: user + system of
+the planning process and its children), which other processes on a shared machine disturb far
+less than wall time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -81,7 +85,7 @@ def plan_once(model: str, mesh: str, layers: int | None, pricing: str) -> dict[s
 
     solver.solve = recording
     try:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_s()
         graph = zoo.build(model, **({} if layers is None else {"layers": layers}))
         graph = training_step_graph(graph, "adamw", "none")
         parsed = Mesh.parse(mesh)
@@ -89,15 +93,24 @@ def plan_once(model: str, mesh: str, layers: int | None, pricing: str) -> dict[s
                  if pricing == "alpha-beta-all-nvlink" else None)
         result = plan(graph, parsed, topology=topology_for(pricing), training=True,
                       time_limit=120.0, model_name=model, links=links)
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, _cpu_s() - cpu_start
     finally:
         solver.solve = original
     answer = answers[-1]
     phases = {f"{p}_s": float(result.stats.get(f"{p}_s", 0.0))
               for p in ("enumerate", "cost", "solve")}
-    return {"wall_s": wall, **phases, "periodic_lp_s": answer.stats.phase("periodic_lp"),
+    return {"wall_s": wall, "cpu_s": cpu, **phases,
+            "periodic_lp_s": answer.stats.phase("periodic_lp"),
             "status": answer.status.name.lower(), "objective_s": answer.objective,
             "gap": answer.gap, "options_after": answer.stats.options_after}
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its waited-for children (a solver that forks runs its
+    LP in a child), user and system: what the plan cost, less what other processes on the
+    machine took from it."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def _spawn(model: str, mesh: str, layers: int | None, pricing: str) -> dict[str, Any]:
@@ -119,18 +132,23 @@ def run(out_dir: Path, quick: bool = False) -> list[Path]:
         for _ in range(runs):
             for pricing in PRICINGS:  # interleaved: both see the same load
                 measured[pricing].append(_spawn(model, mesh, layers, pricing))
-        medians = {}
+        medians, cpu_medians = {}, {}
         for pricing, results in measured.items():
             timed = [r for r in results if "wall_s" in r] or results[:1]
             wall = statistics.median_low(r.get("wall_s", float("nan")) for r in timed)
             chosen = next(r for r in timed if r.get("wall_s", float("nan")) == wall
                           or "wall_s" not in r)
             medians[pricing] = wall
+            cpu_medians[pricing] = statistics.median_low(r.get("cpu_s", float("nan"))
+                                                         for r in timed)
             rows.append({"model": model, "mesh": mesh, "layers": layers, "pricing": pricing,
-                         "runs": len(timed), **chosen})
+                         "runs": len(timed), **chosen,
+                         "median_cpu_s": cpu_medians[pricing]})
         for row in rows[-len(PRICINGS):]:
-            row["curves_over_per_level"] = medians["curves"] / medians["alpha-beta-per-level"]
-            row["curves_over_all_nvlink"] = medians["curves"] / medians["alpha-beta-all-nvlink"]
+            for name, baseline in (("per_level", "alpha-beta-per-level"),
+                                   ("all_nvlink", "alpha-beta-all-nvlink")):
+                row[f"curves_over_{name}"] = medians["curves"] / medians[baseline]
+                row[f"cpu_curves_over_{name}"] = cpu_medians["curves"] / cpu_medians[baseline]
     path = out_dir / "prices.csv"
     out_dir.mkdir(parents=True, exist_ok=True)
     notes = ["alpha-beta-per-level: dgx-h100 levels with the pre-curve links of f0eaec6 "

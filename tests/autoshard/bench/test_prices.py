@@ -51,6 +51,9 @@ def test_quick_run_writes_both_pricings(tmp_path) -> None:
     curves, per_level, all_nvlink = frame["wall_s"]
     assert frame["curves_over_per_level"].iloc[0] == curves / per_level
     assert frame["curves_over_all_nvlink"].iloc[0] == curves / all_nvlink
+    cpu_curves, cpu_per_level, _ = frame["median_cpu_s"]
+    assert frame["cpu_s"].gt(0).all()
+    assert frame["cpu_curves_over_per_level"].iloc[0] == cpu_curves / cpu_per_level
     # different prices, so (in general) different step times: each baseline took effect
     assert frame["objective_s"].nunique() == len(prices.PRICINGS)
     assert BENCHMARKS["prices"] == "autoshard.bench.prices"
