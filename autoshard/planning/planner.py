@@ -55,6 +55,7 @@ from autoshard.planning.step_problem import step_problem, step_seconds
 from autoshard.planning.throughput import throughput
 from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
+from autoshard.sharding.tensor_sharding import TensorSharding
 from autoshard.strategies.derive import Strategy
 from costmodel import Link, Topology, format_bytes, peak_flops
 from graphs import GraphError, Op, OpGraph, TensorRole
@@ -534,17 +535,23 @@ class _Planner:
 def _tensor_records(graph: OpGraph, ops: list[Any], chosen: list[Strategy], links: MeshLinks,
                     hbm_bw: float | None) -> dict[str, TensorRecord]:
     records: dict[str, TensorRecord] = {}
+    # identical layers share their strategies' sharding objects: each is spelled once (the
+    # sharding is kept in the value, so its id cannot be reused while the dict lives)
+    spelled: dict[int, tuple[TensorSharding, tuple[str, ...], Any, str | None]] = {}
     for op, strat in zip(ops, chosen, strict=True):
         for name, sharding in zip(op.outputs, strat.outputs, strict=True):
             tensor = graph.tensors[name]
             if tensor.role is TensorRole.OUTPUT:
                 sharding, _ = output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links,
                                             hbm_bw)
+            spelling = spelled.get(id(sharding))
+            if spelling is None:
+                spelling = spelled[id(sharding)] = (
+                    sharding, tuple(str(p) for p in sharding.placements),
+                    partition_spec_or_none(sharding), sdy_string(sharding))
             records[name] = TensorRecord(
                 shape=tensor.shape, dtype=tensor.dtype.value, role=tensor.role.value,
-                placements=tuple(str(p) for p in sharding.placements),
-                partition_spec=partition_spec_or_none(sharding),
-                sdy=sdy_string(sharding))
+                placements=spelling[1], partition_spec=spelling[2], sdy=spelling[3])
     return {name: records[name] for name in graph.tensors if name in records}
 
 
