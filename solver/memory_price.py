@@ -24,8 +24,12 @@ memory first (if that plan does not fit, no price helps), then prices grown from
 plan fits, then the price where the lines of the best fitting and the last non-fitting plan
 cross (Kelley's cutting planes in one dimension; the unconstrained optimum, when the caller
 has it, is the non-fitting plan at price 0, so a first price that already fits is cut too).
-Finally the best fitting plan and the cheapest one that did not fit are mixed block by
-block (:func:`_mixed`), which a plan with identical interior blocks cannot do.
+Finally the best fitting plan and each cheaper one that did not fit are mixed block by
+block (:func:`_mixed`, :mod:`solver.block_mix`: a MIP optimal over every block-by-block mix of
+the two), which a plan with identical interior blocks cannot do. With one memory row that
+binds, the Lagrangian dual is the lower convex hull of the plans' (memory, cost) points at the
+limit, and a mix of the two plans beside the limit reaches that hull up to one block's worth
+and the junctions: what is left is the periodic LP's own gap at the price.
 
 The bound is valid whatever price was tried; only the gap says how good the plan is. The caller
 decides whether a gap is small enough or the tied search must still run.
@@ -33,6 +37,7 @@ decides whether a gap is small enough or the tied search must still run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass
@@ -56,8 +61,9 @@ ROW_ROUNDS = 2  # rows priced in turn (see solve_priced)
 PRICE_CEILING = 2.0**10
 PRICE_START = 1 / 16
 PRICE_GROWTH = 4.0
-PROBE_SHARE = 0.5
+PROBE_SHARE = 0.25
 MIX_SECONDS = 10.0  # the block mix's MIP, even past the deadline (see _mixed)
+MIX_RESTRICTION = "every layer takes one of two priced plans' strategies"
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +231,22 @@ def _mixed(problem: ChoiceProblem, chain: Chain, cheap: Probe, fitting: Probe,
     return best_mix(problem, units, cheap.choices, fitting.choices, limit)
 
 
+def _best_plan(problem: ChoiceProblem, chain: Chain, probes: list[Probe], bound: float,
+               gap: float, clock: Clock) -> tuple[int, ...]:
+    """The cheapest fitting probe's plan, or a cheaper block mix of it with a cheaper probe
+    that does not fit (every such probe as the mix's cheap side, the best mix kept: the
+    cheapest one, often the free optimum far over the memory, is not always the best)."""
+    best = min((p for p in probes if p.fits), key=lambda p: p.cost)
+    cheap = [p for p in probes if not p.fits and p.cost < best.cost]
+    if not cheap or closed(best.cost, bound, gap):
+        return best.choices
+    mixes = [found for k, p in enumerate(sorted(cheap, key=lambda p: (p.cost, -p.price)))
+             if (k == 0 or not clock.expired())
+             and (found := _mixed(problem, chain, p, best, clock)) is not None]
+    clock.lap("priced_mix")
+    return min(mixes, key=lambda m: m[1])[0] if mixes else best.choices
+
+
 def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
                  before: Sizes, known_bound: float | None,
                  free_choices: tuple[int, ...] | None = None) -> Solution | None:
@@ -259,18 +281,11 @@ def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
     fitting = [p for p in probes if p.fits]
     if not fitting:
         return None
-    best = min(fitting, key=lambda p: p.cost)
-    choices = best.choices
-    cheap = [p for p in probes if not p.fits and p.cost < best.cost]
-    if cheap and not closed(best.cost, bound, gap):
-        # every cheaper non-fitting plan as the mix's cheap side, the best mix kept: the
-        # cheapest one (often the free optimum, far over the memory) is not always the best
-        mixes = [found for k, p in enumerate(sorted(cheap, key=lambda p: (p.cost, -p.price)))
-                 if (k == 0 or not clock.expired())
-                 and (found := _mixed(problem, chain, p, best, clock)) is not None]
-        if mixes:
-            choices = min(mixes, key=lambda m: m[1])[0]
-        clock.lap("priced_mix")
-    timed_out = clock.remaining() == 0.0
     assert bound is not None
-    return finish(problem, choices, bound, timed_out, clock, "priced", before, before)
+    choices = _best_plan(problem, chain, probes, bound, gap, clock)
+    timed_out = clock.remaining() == 0.0
+    answer = finish(problem, choices, bound, timed_out, clock, "priced", before, before)
+    if choices in {p.choices for p in probes} or answer.optimal:
+        return answer
+    return dataclasses.replace(answer, restricted=MIX_RESTRICTION)
+
