@@ -146,13 +146,13 @@ def row_classes(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 def pair_choice(u: int, members: tuple[int, int], layouts: tuple[TensorSharding, ...],
                 choices: Sequence[int], strategies: Sequence[tuple[Strategy, ...]],
                 edges: Sequence[Edge], objective: Sequence[EdgeMatrix],
-                targets: Targets) -> int:
+                targets: Targets, cache: Cache | None = None) -> int:
     """The pair node's option for op ``choices``: the class of the producer ``u``'s option
     and the layout the first consumer reads (other when the class keeps no option for
-    it)."""
+    it). ``cache`` keeps the classes of identical layers' matrices between calls."""
     (_, v1, _, (_, _, i1)), (_, v2, _, (_, _, i2)) = edges[members[0]], edges[members[1]]
     classes, _, kept = pair_options(objective[members[0]][2], objective[members[1]][2],
-                                    layouts, targets(v1, i1), targets(v2, i2))
+                                    layouts, targets(v1, i1), targets(v2, i2), cache)
     p = int(classes[choices[u]])
     read = strategies[v1][choices[v1]].inputs[i1]
     start = int(kept[:p].sum()) + p  # each class before p: its kept layouts and other

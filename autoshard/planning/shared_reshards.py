@@ -325,11 +325,12 @@ def completed(choices: Sequence[int], strategies: Sequence[tuple[Strategy, ...]]
     ops = list(choices[: len(strategies)])
     extra = []
     targets = _Targets(strategies)
+    cache: Cache = {}  # identical layers' pairs: their classes once
     for group in pair_groups(shares, exact):
         first = shares[group[0]]
         extra.append(pair_choice(first.producer, first.members,
                                  tuple(shares[i].layout for i in group), ops, strategies,
-                                 edges, objective, targets))
+                                 edges, objective, targets, cache))
     for group in exact_groups(shares, exact):
         flags = sum(1 << k for k, i in enumerate(group)
                     if readers(shares[i], ops, strategies, edges) > 0)

@@ -171,7 +171,11 @@ class SharedPricing:
         slack = self.gap * max(abs(answer.objective), 1e-300)  # solver's relative gap
         if self.more(answer.choices) or answer.objective - last.bound > slack:
             return None
-        return dataclasses.replace(answer, bound=last.bound,
+        stats = dataclasses.replace(  # the round's sizes, and the solve that proved it
+            answer.stats, backend=f"{answer.stats.backend} (round {len(self.rounds) + 1} "
+            f"re-solved around {len(extra)} shares)", nodes_before=problem.num_nodes,
+            options_before=sum(problem.sizes), edges_before=len(problem.edges))
+        return dataclasses.replace(answer, bound=last.bound, stats=stats,
                                    status=solver.SolveStatus.OPTIMAL, restricted=None), problem
 
     def shortfall(self, choices: Sequence[int]) -> float:

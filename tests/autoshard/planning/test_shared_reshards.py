@@ -215,6 +215,7 @@ def test_a_round_proven_by_the_last_bound_is_the_round_solved_whole(monkeypatch)
     monkeypatch.setattr(SharedPricing, "repair", counted)
     shared = autoshard.plan(graph, grid, training=True, share_reshards=True)
     assert shared.objective.optimal and any(repaired)
+    assert "re-solved around" in shared.stats["solver"]  # says which solve proved it
     monkeypatch.setattr(SharedPricing, "repair", lambda self, *args: None)
     whole = autoshard.plan(graph, grid, training=True, share_reshards=True)
     assert whole.objective.optimal
