@@ -1,5 +1,6 @@
-"""``autoshard bench prices``: the quick run plans both pricings in fresh processes and says
-how they compare; the alpha-beta override really removes the curve terms."""
+"""``autoshard bench prices``: the quick run plans every pricing in fresh processes and says
+how they compare; both alpha-beta baselines really remove the curve terms, and the per-level one
+keeps the preset's levels (NVLink inside a node, InfiniBand across) at the pre-curve rates."""
 
 from __future__ import annotations
 
@@ -26,14 +27,33 @@ def test_alpha_beta_override_is_a_textbook_link() -> None:
     assert all(link.is_alpha_beta for link in links(forced))
 
 
+def test_per_level_baseline_keeps_the_levels_at_the_pre_curve_rates() -> None:
+    """dp=8,tp=8: tp inside a node on NVLink, dp across nodes on InfiniBand, as before the
+    curve model (f0eaec6: NVLink 1.9 us and 450 GB/s, NDR IB 4.0 us and 50 GB/s per GPU)."""
+    mesh = Mesh.parse("dp=8,tp=8")
+    shipped = MeshLinks.build(mesh, get_preset("dgx-h100"))
+    before = MeshLinks.build(mesh, prices.topology_for("alpha-beta-per-level"))
+    for axis, name, alpha_s, bw in (("tp", "nvlink", 1.9e-6, 450e9), ("dp", "ib", 4.0e-6, 50e9)):
+        ((size, link),) = before.axis(axis).levels
+        ((_, curve_link),) = shipped.axis(axis).levels
+        assert (size, link.name, curve_link.name) == (8, name, name)
+        assert link.is_alpha_beta and not curve_link.is_alpha_beta
+        assert (link.alpha_s, link.bw_bytes_per_s) == (alpha_s, bw)
+    assert prices.topology_for("curves") is get_preset("dgx-h100")
+
+
 def test_quick_run_writes_both_pricings(tmp_path) -> None:
     (path,) = prices.run(tmp_path, quick=True)
     frame = pd.read_csv(path, comment="#")
     assert list(frame["pricing"]) == list(prices.PRICINGS)
     assert (frame["status"] == "optimal").all()
     assert frame["wall_s"].gt(0).all()
-    curves, alpha_beta = frame["wall_s"]
-    assert frame["ratio_to_alpha_beta"].iloc[0] == curves / alpha_beta
-    # different prices, so (in general) different step times: the override took effect
-    assert frame["objective_s"].iloc[0] != frame["objective_s"].iloc[1]
+    curves, per_level, all_nvlink = frame["wall_s"]
+    assert frame["curves_over_per_level"].iloc[0] == curves / per_level
+    assert frame["curves_over_all_nvlink"].iloc[0] == curves / all_nvlink
+    cpu_curves, cpu_per_level, _ = frame["median_cpu_s"]
+    assert frame["cpu_s"].gt(0).all()
+    assert frame["cpu_curves_over_per_level"].iloc[0] == cpu_curves / cpu_per_level
+    # different prices, so (in general) different step times: each baseline took effect
+    assert frame["objective_s"].nunique() == len(prices.PRICINGS)
     assert BENCHMARKS["prices"] == "autoshard.bench.prices"
