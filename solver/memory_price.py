@@ -24,8 +24,12 @@ memory first (if that plan does not fit, no price helps), then prices grown from
 plan fits, then the price where the lines of the best fitting and the last non-fitting plan
 cross (Kelley's cutting planes in one dimension; the unconstrained optimum, when the caller
 has it, is the non-fitting plan at price 0, so a first price that already fits is cut too).
-Finally the best fitting plan and the cheapest one that did not fit are mixed block by
-block (:func:`_mixed`), which a plan with identical interior blocks cannot do.
+Finally the best fitting plan and each cheaper one that did not fit are mixed block by
+block (:func:`_mixed`, :mod:`solver.block_mix`: a MIP optimal over every block-by-block mix of
+the two), which a plan with identical interior blocks cannot do. With one memory row that
+binds, the Lagrangian dual is the lower convex hull of the plans' (memory, cost) points at the
+limit, and a mix of the two plans beside the limit reaches that hull up to one block's worth
+and the junctions: what is left is the periodic LP's own gap at the price.
 
 The bound is valid whatever price was tried; only the gap says how good the plan is. The caller
 decides whether a gap is small enough or the tied search must still run.
@@ -33,12 +37,14 @@ decides whether a gap is small enough or the tied search must still run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from solver.block_mix import best_mix
 from solver.clock import Clock
 from solver.graph_search import Sizes, closed, finish, sizes_of
 from solver.periodic import Chain
@@ -55,6 +61,9 @@ ROW_ROUNDS = 2  # rows priced in turn (see solve_priced)
 PRICE_CEILING = 2.0**10
 PRICE_START = 1 / 16
 PRICE_GROWTH = 4.0
+PROBE_SHARE = 0.25
+MIX_SECONDS = 10.0  # the block mix's MIP, even past the deadline (see _mixed)
+MIX_RESTRICTION = "every layer takes one of two priced plans' strategies"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +140,11 @@ class _PriceSearch:
                                                       strict=True)]
         priced = ChoiceProblem(node_costs=costs, edges=self.problem.edges,
                                windows=self.problem.windows, blocks=self.problem.blocks)
-        sub = Clock(remaining)
+        # after the first, a probe gets at most a share of what is left, so that a cut at
+        # the crossing price and the block mix still run (llama3.1-405b: the second probe's
+        # polish MIP alone took 153 s of 300 and the mix never ran)
+        sub = Clock(remaining if remaining is None or not self.probes
+                    else remaining * PROBE_SHARE)
         answer = solve_periodic(priced, self.chain, sub, max(self.gap, GOOD_ENOUGH_GAP),
                                 sizes_of(priced))
         self.clock.phases.extend((f"priced_{name}", s) for name, s in answer.stats.seconds)
@@ -202,45 +215,36 @@ class _PriceSearch:
 
 def _mixed(problem: ChoiceProblem, chain: Chain, cheap: Probe, fitting: Probe,
            clock: Clock) -> tuple[tuple[int, ...], float] | None:
-    """The cheapest fitting plan that takes the cheap plan's choices in a run of blocks from
-    one end of the chain (the rest counted as a block before the first and after the last)
-    and the fitting plan's everywhere else, the run as long as memory allows (binary search
-    on its length; the whole run is the cheap plan, which does not fit; a mix is only kept
-    if it fits, whether or not longer runs really hold more).
+    """The cheapest fitting plan whose every block (and the rest, as one more unit) takes
+    all of the cheap plan's choices or all of the fitting plan's (:func:`block_mix.best_mix`:
+    a MIP with one binary per block, optimal over every such mix).
 
     The price search returns plans with identical interior blocks, but where memory binds
     the optimum often mixes: some layers keep the cheap strategy and the others save the
-    memory that lets them (a single priced row cannot express "some layers"). Between the
-    two plans at the dual optimum this is a one-dimensional search, each step one evaluation
-    of the whole problem. Past the ``clock``'s deadline the search stops at the longest run
-    that has been seen to fit (each evaluation of llama3.1-405b's 45 M liveness terms takes
-    ~15 s: 28 of them took 245 s after the deadline)."""
-    units = [*chain.blocks, chain.rest]  # the rest (embedding, head) mixes as one unit
-    best: tuple[tuple[int, ...], float] | None = None
-    for blocks in ([units[-1], *units[:-1]], [*units[-2::-1], units[-1]]):
-        count = len(blocks)
+    memory that lets them (a single priced row cannot express "some layers"). The MIP runs
+    even when the deadline has passed, for at most ``MIX_SECONDS``: it is the step that turns
+    the price search's two plans into one that is close to its bound (llama3.1-405b: a
+    fitting plan at 2.1165 s and one at 1.5057 s that does not fit)."""
+    units = [block for block in (*chain.blocks, chain.rest) if block]
+    remaining = clock.remaining()
+    limit = None if remaining is None else max(remaining, MIX_SECONDS)
+    return best_mix(problem, units, cheap.choices, fitting.choices, limit)
 
-        def mix(length: int, blocks: list = blocks) -> tuple[int, ...]:
-            choices = list(fitting.choices)
-            for block in blocks[:length]:
-                for node in block:
-                    choices[node] = cheap.choices[node]
-            return tuple(choices)
 
-        low, high = 0, count  # mix(low) fits (it is the fitting plan); find the longest
-        while high - low > 1 and not clock.expired():
-            middle = (low + high) // 2
-            peak = problem.peak_memory(mix(middle))
-            if peak is not None and peak <= problem.memory_limit:
-                low = middle
-            else:
-                high = middle
-        if low > 0:
-            choices = mix(low)
-            cost = problem.evaluate(choices)
-            if cost < fitting.cost and (best is None or cost < best[1]):
-                best = (choices, cost)
-    return best
+def _best_plan(problem: ChoiceProblem, chain: Chain, probes: list[Probe], bound: float,
+               gap: float, clock: Clock) -> tuple[int, ...]:
+    """The cheapest fitting probe's plan, or a cheaper block mix of it with a cheaper probe
+    that does not fit (every such probe as the mix's cheap side, the best mix kept: the
+    cheapest one, often the free optimum far over the memory, is not always the best)."""
+    best = min((p for p in probes if p.fits), key=lambda p: p.cost)
+    cheap = [p for p in probes if not p.fits and p.cost < best.cost]
+    if not cheap or closed(best.cost, bound, gap):
+        return best.choices
+    mixes = [found for k, p in enumerate(sorted(cheap, key=lambda p: (p.cost, -p.price)))
+             if (k == 0 or not clock.expired())
+             and (found := _mixed(problem, chain, p, best, clock)) is not None]
+    clock.lap("priced_mix")
+    return min(mixes, key=lambda m: m[1])[0] if mixes else best.choices
 
 
 def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
@@ -277,18 +281,11 @@ def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
     fitting = [p for p in probes if p.fits]
     if not fitting:
         return None
-    best = min(fitting, key=lambda p: p.cost)
-    choices = best.choices
-    cheap = [p for p in probes if not p.fits and p.cost < best.cost]
-    if cheap and not closed(best.cost, bound, gap):
-        # every cheaper non-fitting plan as the mix's cheap side, the best mix kept: the
-        # cheapest one (often the free optimum, far over the memory) is not always the best
-        mixes = [found for p in sorted(cheap, key=lambda p: (p.cost, -p.price))
-                 if not clock.expired()
-                 and (found := _mixed(problem, chain, p, best, clock)) is not None]
-        if mixes:
-            choices = min(mixes, key=lambda m: m[1])[0]
-        clock.lap("priced_mix")
-    timed_out = clock.remaining() == 0.0
     assert bound is not None
-    return finish(problem, choices, bound, timed_out, clock, "priced", before, before)
+    choices = _best_plan(problem, chain, probes, bound, gap, clock)
+    timed_out = clock.remaining() == 0.0
+    answer = finish(problem, choices, bound, timed_out, clock, "priced", before, before)
+    if choices in {p.choices for p in probes} or answer.optimal:
+        return answer
+    return dataclasses.replace(answer, restricted=MIX_RESTRICTION)
+

@@ -108,25 +108,27 @@ class _ExpiresAfterTwoPricedSolves(Clock):
 
 
 @pytest.mark.parametrize(("seed", "per_block"), [(0, 1), (2, 1), (3, 1), (5, 1)])
-def test_the_block_mix_of_the_price_search_does_not_start_after_the_deadline(
+def test_after_the_deadline_the_price_search_runs_one_block_mix_with_a_short_limit(
         seed, per_block, monkeypatch) -> None:
     import solver.memory_price as memory_price
 
     problem = chain_problem(seed, 6, per_block, 3, 2, memory=True)
-    mixes = []
-    real = memory_price._mixed
+    limits = []
+    real = memory_price.best_mix
 
     def counted(*args):
-        mixes.append(args)
+        limits.append(args[-1])
         return real(*args)
 
-    monkeypatch.setattr(memory_price, "_mixed", counted)
+    monkeypatch.setattr(memory_price, "best_mix", counted)
     solve(problem)
-    assert mixes  # given the time, the search mixes blocks
-    mixes.clear()
+    assert limits  # given the time, the search mixes blocks
+    limits.clear()
     monkeypatch.setattr(api, "Clock", _ExpiresAfterTwoPricedSolves)
     answer = solve(problem, time_limit=3600.0)
-    assert mixes == []
+    # past the deadline only the first mix (cheapest non-fitting plan x best fitting) runs,
+    # and its MIP gets MIX_SECONDS, not the hour the solve was given
+    assert limits in ([], [memory_price.MIX_SECONDS])
     assert problem.peak_memory(answer.choices) <= problem.memory_limit
     _, best = exhaustive(problem)
     assert best - 1e-9 <= answer.objective and answer.bound <= best + 1e-9
