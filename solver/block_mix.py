@@ -34,7 +34,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from solver.problem import ChoiceProblem
 from solver.row_sums import RowSums
@@ -109,9 +108,10 @@ def _costs(problem: ChoiceProblem, unit: np.ndarray, count: int, cheap: np.ndarr
 
 def _memory_constraint(problem: ChoiceProblem, unit: np.ndarray, count: int,
                        cheap: np.ndarray, fitting: np.ndarray, width: int
-                       ) -> LinearConstraint | None:
+                       ) -> tuple[np.ndarray, np.ndarray] | None:
     """The memory rows that can bind (with every unit cheap they would exceed the limit),
-    each kept once, in units of the limit; ``None`` when none can."""
+    each kept once, in units of the limit (matrix, upper bounds); ``None`` when none
+    can."""
     limit = float(problem.memory_limit)
     base, deltas = _memory_deltas(problem, unit, count, cheap, fitting)
     binding = base + np.maximum(deltas, 0.0).sum(axis=1) > limit
@@ -120,7 +120,7 @@ def _memory_constraint(problem: ChoiceProblem, unit: np.ndarray, count: int,
         return None
     matrix = np.zeros((kept.shape[0], width))
     matrix[:, :count] = kept[:, :count] / limit
-    return LinearConstraint(matrix, -np.inf, 1.0 - kept[:, count] / limit)
+    return matrix, 1.0 - kept[:, count] / limit
 
 
 def _linearised(linear: np.ndarray, pairs: dict[tuple[int, int], np.ndarray], count: int
@@ -184,6 +184,9 @@ def best_mix(problem: ChoiceProblem, units: Sequence[Sequence[int]], cheap: Sequ
     """
     if problem.windows:
         return None
+    # scipy.optimize is slow to import (~35 MB): only chains whose memory binds get here
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     cheap_a = np.asarray(cheap, dtype=np.int64)
     fitting_a = np.asarray(fitting, dtype=np.int64)
     unit = _unit_of(problem, units)
@@ -198,7 +201,7 @@ def best_mix(problem: ChoiceProblem, units: Sequence[Sequence[int]], cheap: Sequ
     if limit is not None and problem.memory_rows():
         memory = _memory_constraint(problem, unit, count, cheap_a, fitting_a, c.size)
         if memory is not None:
-            constraints.append(memory)
+            constraints.append(LinearConstraint(memory[0], -np.inf, memory[1]))
     fitting_cost = problem.evaluate(fitting_a)
     scale = OBJECTIVE_SCALE / max(abs(fitting_cost), 1e-300)
     options = {"mip_rel_gap": 1e-9}
