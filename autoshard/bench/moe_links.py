@@ -11,7 +11,8 @@ efficiency as calibrated), and the micro-batches per step (gradient accumulation
 optimizer step), because the two costs that decide where the experts go scale differently:
 the dispatch/combine all-to-alls run once per micro-batch, the gradient synchronisation of
 expert weights replicated across nodes once per step. For each point
-the row says which axes shard the experts' weights (dim 0 of ``w2``: expert parallelism),
+the row says which axes shard the experts' weights (dim 0 of ``w2``: expert parallelism; in
+one layer, and counted over every layer, since a memory-priced plan may mix two layer plans),
 which shard their FFN width (dim 1: tensor parallelism inside the experts), which carry the
 dispatch all-to-all, the attention's strategy and the step time.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,8 @@ def point(graph: Any, micro_batches: int, bw_gbps: float, link: Link) -> dict[st
                   overlap=OVERLAP, time_limit=TIME_LIMIT_S)
     w2 = result.tensors[f"{LAYER}.moe.experts.w2"].placements
     experts = _axes_of_dim(w2, names, 0)
+    by_layer = Counter(_axes_of_dim(t.placements, names, 0) for name, t in result.tensors.items()
+                       if name.startswith("layers.") and name.endswith(".moe.experts.w2"))
     a2a = [c for r in result.reshards if r.tensor == f"{LAYER}.moe.dispatch.out"
            for c in r.collectives if c.kind == "all_to_all"]
     return {
@@ -97,6 +101,8 @@ def point(graph: Any, micro_batches: int, bw_gbps: float, link: Link) -> dict[st
         "hidden_s": result.objective.hidden_s, "optimal": result.objective.optimal,
         "status": result.objective.status, "gap": result.objective.gap,
         "expert_axes": experts, "experts_placed": _where(experts, names[-1]),
+        # a memory-priced plan may mix two layer plans block by block (solver.block_mix)
+        "expert_axes_by_layer": ";".join(f"{axes}:{n}" for axes, n in sorted(by_layer.items())),
         "expert_ffn_axes": _axes_of_dim(w2, names, 1),
         "dispatch_all_to_all_axes": ";".join(sorted({",".join(c.axes) for c in a2a})) or "-",
         "attention": result.ops[f"{LAYER}.attn.core"].strategy,
