@@ -227,10 +227,50 @@ def _mixed(problem: ChoiceProblem, chain: Chain, cheap: Probe, fitting: Probe,
     even when the deadline has passed, for at most ``MIX_SECONDS``: it is the step that turns
     the price search's two plans into one that is close to its bound (llama3.1-405b: a
     fitting plan at 2.1165 s and one at 1.5057 s that does not fit)."""
+    if problem.windows:
+        return _run_mix(problem, chain, cheap, fitting, clock)
     units = [block for block in (*chain.blocks, chain.rest) if block]
     remaining = clock.remaining()
     limit = None if remaining is None else max(remaining, MIX_SECONDS)
     return best_mix(problem, units, cheap.choices, fitting.choices, limit)
+
+
+def _run_mix(problem: ChoiceProblem, chain: Chain, cheap: Probe, fitting: Probe,
+             clock: Clock) -> tuple[tuple[int, ...], float] | None:
+    """The mix for a problem with windows, whose max terms :func:`block_mix.best_mix` does
+    not model: the cheapest fitting plan that takes the cheap plan's choices in a run of
+    blocks from one end of the chain (the rest counted as a block before the first and after
+    the last) and the fitting plan's everywhere else, the run as long as memory allows (binary
+    search on its length, one evaluation of the whole problem per step; a mix is only kept if
+    it fits). Stops at the longest run seen to fit once the ``clock``'s deadline has passed
+    (llama3-70b on dp=4,pp=4,tp=4 with 128 micro-batches: its stages' problems have windows,
+    and without this mix the plan was 0.7 % slower)."""
+    units = [*chain.blocks, chain.rest]  # the rest (embedding, head) mixes as one unit
+    best: tuple[tuple[int, ...], float] | None = None
+    for blocks in ([units[-1], *units[:-1]], [*units[-2::-1], units[-1]]):
+        count = len(blocks)
+
+        def mix(length: int, blocks: list = blocks) -> tuple[int, ...]:
+            choices = list(fitting.choices)
+            for block in blocks[:length]:
+                for node in block:
+                    choices[node] = cheap.choices[node]
+            return tuple(choices)
+
+        low, high = 0, count  # mix(low) fits (it is the fitting plan); find the longest
+        while high - low > 1 and not clock.expired():
+            middle = (low + high) // 2
+            peak = problem.peak_memory(mix(middle))
+            if peak is not None and peak <= problem.memory_limit:
+                low = middle
+            else:
+                high = middle
+        if low > 0:
+            choices = mix(low)
+            cost = problem.evaluate(choices)
+            if cost < fitting.cost and (best is None or cost < best[1]):
+                best = (choices, cost)
+    return best
 
 
 def _best_plan(problem: ChoiceProblem, chain: Chain, probes: list[Probe], bound: float,

@@ -147,3 +147,46 @@ def test_price_cut_from_the_free_optimum_when_the_first_price_already_fits() -> 
     assert answer.objective == pytest.approx(best)
     assert answer.bound <= best + 1e-9
     assert answer.gap <= 1e-6
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_run_mix_for_problems_with_windows_is_a_fitting_run_from_one_end(seed) -> None:
+    """``_run_mix`` (the mix a problem with windows gets, which ``block_mix`` does not model):
+    when it returns a plan, the plan fits, costs what the problem says and less than the
+    fitting plan, and takes the cheap plan in a run of units from one end of the chain and
+    the fitting plan everywhere else; when it returns none, no such run fits below the
+    fitting plan's cost (every run from either end, by brute force)."""
+    from solver.api import leanest
+    from solver.clock import Clock
+    from solver.memory_price import Probe, _run_mix
+
+    problem = with_peak_rows(chain_problem(seed, 5, 2, 3, 1), seed, slack=2.0)
+    chain = find_chain(problem)
+    assert chain is not None
+    free = ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
+                         blocks=problem.blocks)
+    cheap_choices, _ = exhaustive(free)
+    fitting_choices = leanest(problem)  # a fitting plan a mix can improve on
+    assert fitting_choices is not None
+    fitting_cost = problem.evaluate(fitting_choices)
+    cheap = Probe(0.0, 0.0, tuple(cheap_choices), problem.evaluate(cheap_choices), 0.0, False)
+    fitting = Probe(1.0, 0.0, tuple(fitting_choices), fitting_cost, 0.0, True)
+    found = _run_mix(problem, chain, cheap, fitting, Clock(None))
+    units = [*chain.blocks, chain.rest]
+    runs = []
+    for order in ([units[-1], *units[:-1]], [*units[-2::-1], units[-1]]):
+        for length in range(1, len(order) + 1):
+            mix = list(fitting.choices)
+            for unit in order[:length]:
+                for node in unit:
+                    mix[node] = cheap.choices[node]
+            runs.append(tuple(mix))
+    fitting_runs = [r for r in runs if problem.peak_memory(r) <= problem.memory_limit
+                    and problem.evaluate(r) < fitting.cost]
+    if found is None:
+        assert not fitting_runs
+        return
+    choices, cost = found
+    assert choices in runs
+    assert problem.peak_memory(choices) <= problem.memory_limit
+    assert cost == pytest.approx(problem.evaluate(choices)) and cost < fitting.cost
