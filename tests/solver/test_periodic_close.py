@@ -60,7 +60,8 @@ def _small(problem: ChoiceProblem) -> bool:
     return float(np.prod(problem.sizes, dtype=float)) <= 200_000
 
 
-def _lp_and_duals(problem: ChoiceProblem):
+def lp_and_duals(problem: ChoiceProblem):
+    """The chain, its aggregate, its periodic LP and the LP's answer (with duals)."""
     chain = find_chain(problem)
     assert chain is not None
     agg = aggregate(problem, chain)
@@ -78,7 +79,7 @@ def test_partial_mip_bound_never_exceeds_the_optimum(seed, layers, options, slac
     if not _small(problem):
         return
     _, best = exhaustive(problem)
-    chain, agg, lp, answer = _lp_and_duals(problem)
+    chain, agg, lp, answer = lp_and_duals(problem)
     closed = close_gap(lp, agg, answer.duals, best + slack, None, 0.0)
     assert closed.bound <= best + 1e-9
     assert closed.bound >= answer.bound - 1e-7 * max(1.0, abs(best))  # a MIP of the LP
@@ -104,7 +105,7 @@ def test_fixing_keeps_every_option_of_a_cheaper_plan() -> None:
     for seed in range(10):
         problem = overlap_chain(seed, 4, 3)
         choices, best = exhaustive(problem)
-        chain, agg, lp, answer = _lp_and_duals(problem)
+        chain, agg, lp, answer = lp_and_duals(problem)
         upper, _ = fixed_options(lp, agg, answer.duals, best + 1e-6)
         integral, _ = integral_mask(lp, agg)
         mapped = _mapped_choices(chain, agg, lp, choices)
@@ -151,7 +152,7 @@ def test_partial_mip_closes_a_frustrated_cycle_through_the_rest(layers) -> None:
     problem = frustrated_chain(layers)
     _, best = exhaustive(problem)
     assert best == 2.0  # the closed form above, checked by enumeration
-    _, agg, lp, answer = _lp_and_duals(problem)
+    _, agg, lp, answer = lp_and_duals(problem)
     assert answer.bound == pytest.approx(0.0, abs=1e-9)  # the LP's half-half point
     closed = close_gap(lp, agg, answer.duals, 6.0, None, 0.0)
     assert closed.bound == pytest.approx(2.0, abs=1e-9)
@@ -172,7 +173,7 @@ def test_fixing_with_inexact_duals_keeps_a_true_bound(seed, layers, options, noi
     if not _small(problem):
         return
     _, best = exhaustive(problem)
-    _, agg, lp, answer = _lp_and_duals(problem)
+    _, agg, lp, answer = lp_and_duals(problem)
     rng = np.random.default_rng(seed)
     duals = answer.duals * (1 + noise * rng.standard_normal(answer.duals.size))
     for incumbent in (best, best + 1e-6, best * 1.01 + 1e-3):
@@ -192,7 +193,7 @@ def test_fixing_keeps_the_image_of_every_cheaper_plan() -> None:
         problem = overlap_chain(seed, 4, 2)
         assert np.prod(problem.sizes, dtype=float) <= 10_000
         _, best = exhaustive(problem)
-        chain, agg, lp, answer = _lp_and_duals(problem)
+        chain, agg, lp, answer = lp_and_duals(problem)
         incumbent = best * 1.05 + 1e-3
         cheaper = [plan for plan in itertools.product(*(range(size) for size in problem.sizes))
                    if problem.evaluate(plan) < incumbent]

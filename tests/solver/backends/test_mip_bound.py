@@ -16,13 +16,11 @@ from hypothesis import strategies as st
 
 from solver import ChoiceProblem
 from solver.backends.formulation import Formulation
-from solver.backends.lp import solve_lp
 from solver.backends.lp_answer import objective_factor
 from solver.backends.mip_bound import SLACK_SHARE, mip_scale, partial_mip
 from solver.exact import exhaustive
-from solver.periodic import aggregate, find_chain, periodic_lp
 from solver.periodic_close import close_gap
-from tests.solver.test_periodic_close import overlap_chain
+from tests.solver.test_periodic_close import lp_and_duals, overlap_chain
 
 DATA = Path(__file__).parents[2] / "data" / "solver" / "mixtral_partial_mip.npz"
 
@@ -113,12 +111,7 @@ def test_partial_mip_bound_never_exceeds_the_optimum_of_wide_range_costs(seed, l
                                                                          over) -> None:
     problem = wide_range_chain(seed, layers)
     _, best = exhaustive(problem)
-    chain = find_chain(problem)
-    assert chain is not None
-    agg = aggregate(problem, chain)
-    lp = periodic_lp(agg)
-    answer = solve_lp(lp.form, None)
-    assert answer.duals is not None
+    _, agg, lp, answer = lp_and_duals(problem)
     closed = close_gap(lp, agg, answer.duals, best * (1 + over), None, gap)
     assert closed.bound <= best
     assert closed.bound >= answer.bound - 1e-7 * best  # a MIP of the LP, less the term
