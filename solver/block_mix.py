@@ -36,19 +36,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from solver.problem import ChoiceProblem
-from solver.row_sums import RowSums
 
 logger = logging.getLogger(__name__)
 
 OBJECTIVE_SCALE = 1e6  # the MIP's objective in millionths of the fitting plan's cost
-
-
-def _row_sums(problem: ChoiceProblem) -> RowSums:
-    """The problem's memory rows compiled (shared with the problem's own evaluations)."""
-    compiled = getattr(problem.liveness, "sums", None)
-    if callable(compiled):
-        return compiled()
-    return RowSums.compile(problem.memory_rows())
 
 
 def _unit_of(problem: ChoiceProblem, units: Sequence[Sequence[int]]) -> np.ndarray:
@@ -64,7 +55,7 @@ def _memory_deltas(problem: ChoiceProblem, unit: np.ndarray, count: int,
                    cheap: np.ndarray, fitting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per memory row, its sum under ``fitting`` and, per unit, what switching that unit to
     ``cheap`` adds to it (a dense rows x units matrix)."""
-    sums = _row_sums(problem)
+    sums = problem.compiled_rows()  # shared with the problem's own evaluations
     base = sums.sums(fitting)
     deltas = np.zeros((sums.rows, count))
     if not sums.nodes.size:

@@ -361,6 +361,13 @@ class ChoiceProblem:
             return [list(enumerate(self.node_memory))]
         return []
 
+    def compiled_rows(self) -> RowSums:
+        """Every memory row compiled (:class:`RowSums`): the rows' own cached copy when they
+        were checked, compiled here otherwise."""
+        if isinstance(self.liveness, _CheckedRows) and self.liveness:
+            return self.liveness.sums()
+        return RowSums.compile(self.memory_rows())
+
     def row_sums(self, choices: Sequence[int]) -> np.ndarray | None:
         """Every memory row's sum for an assignment (``None`` without memory)."""
         if isinstance(self.liveness, _CheckedRows) and self.liveness:
