@@ -22,15 +22,13 @@ the median run, as in ``autoshard bench scale``). ``curves_over_per_level`` and
 the planning process and its children), which other processes on a shared machine disturb far
 less than wall time.
 
-Measured (``autoshard -v bench prices``, 42c4850, a 2-core machine loaded by four other jobs,
-load average 4-6; same plans and proven-optimal objectives in every run). Curves over
-per-level alpha-beta, CPU medians (wall medians of three runs that hour): gpt2 12 layers
-dp=2,tp=4 1.19 (wall 1.13-1.41), llama3-8b dp=8,tp=8 0.85 (0.85-1.11), llama3-70b dp=8,tp=8
-1.36 (1.26-2.05); over all-NVLink: 1.12, 0.46 and 1.55. The pricing phase alone (``cost_s``,
-where the model itself is evaluated) is within the noise of the baseline's (0.30 / 0.26,
-0.63 / 0.63, 0.92 / 0.87 s); the difference is the solve: the curve-priced problems keep
-more options because more of them are the best answer to some context
-(``docs/solver-backends.md``, "Which exact reduction fails on curve prices?").
+Measured (``autoshard -v bench prices``, ba2de20, quiet 2-core machine; results/README.md):
+curves over per-level alpha-beta, gpt2 12 layers dp=2,tp=4 1.21, llama3-8b dp=8,tp=8 0.89,
+llama3-70b dp=8,tp=8 1.34 (CPU: 1.20, 0.89, 1.34); over all-NVLink 1.24, 0.45 and 1.57. The
+pricing phase alone (``cost_s``, where the model itself is evaluated) is within the noise of the
+baselines'; the difference is the solve: the curve-priced problems keep more options because
+more of them are the best answer to some context (``docs/solver-backends.md``, "Which exact
+reduction fails on curve prices?").
 """
 
 from __future__ import annotations
