@@ -107,3 +107,63 @@ def test_some_chain_is_proven_at_an_interim_point(monkeypatch) -> None:
             assert answer.optimal and answer.objective == pytest.approx(best, abs=1e-9)
             closed_early.append(seed)
     assert closed_early
+
+
+def _looks_counted(monkeypatch) -> list[bool]:
+    """Mid-size LPs (every LP here) try PDLP for 16 iterations, never enough to converge, so
+    each periodic LP looks at PDLP's point before its dual simplex; returns the looks'
+    verdicts as they happen."""
+    monkeypatch.setattr(lp, "PDLP_TRY_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", 16)
+    looks: list[bool] = []
+    real = periodic_search._Search.interim
+    monkeypatch.setattr(periodic_search._Search, "interim",
+                        lambda self, *a: looks.append(real(self, *a)) or looks[-1])
+    return looks
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_mid_size_look_comes_before_the_simplex_and_bounds_the_lp(seed, monkeypatch) -> None:
+    """``lp_answers(look=True)`` on a mid-size LP whose PDLP try did not converge: an interim
+    answer first (a plan, and a bound from its duals below the simplex's LP optimum), then
+    the dual simplex's answer at the optimum; without ``look`` only the simplex's."""
+    monkeypatch.setattr(lp, "PDLP_TRY_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", 16)
+    ix = index_work(build_work(chain_like(seed)))
+    form = build(ix, flow=True)
+    optimum = _lp_optimum(form)
+    tolerance = 1e-9 * max(1.0, abs(optimum))
+    looked = list(lp.lp_answers(form, None, gap=1e-6, look=True))
+    assert [a.interim for a in looked] == [True, False]
+    assert looked[0].bound <= optimum + tolerance
+    assert ix.evaluate(looked[0].x) >= optimum - tolerance
+    assert looked[1].bound == pytest.approx(optimum, rel=1e-7, abs=1e-9)
+    assert [a.interim for a in lp.lp_answers(form, None, gap=1e-6)] == [False]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_mid_size_looks_keep_the_periodic_answer_bracketed(seed, monkeypatch) -> None:
+    """With every periodic LP looked at before its dual simplex (its point as a plan, the
+    partial MIP when fixing keeps at most ``LOOK_MIP_VARS``), the answer is bracketed by the
+    exhaustive optimum, and one called optimal is it."""
+    looks = _looks_counted(monkeypatch)
+    problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
+    _, best = exhaustive(problem)
+    answer = solve(problem)
+    assert_bracketed(problem, answer, best)
+    assert looks
+
+
+def test_some_chain_is_proven_at_a_mid_size_look(monkeypatch) -> None:
+    """The road is taken: on some of these chains the look proves the plan before the dual
+    simplex runs, and that plan is the exhaustive optimum."""
+    closed_early = []
+    for seed in range(10):
+        looks = _looks_counted(monkeypatch)
+        problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
+        _, best = exhaustive(problem)
+        answer = solve(problem)
+        if looks and looks[-1]:
+            assert answer.optimal and answer.objective == pytest.approx(best, abs=1e-9)
+            closed_early.append(seed)
+    assert closed_early
