@@ -172,9 +172,10 @@ def plan(
         share_reshards: price one reshard per (tensor, target layout), shared by the
             consumers that read it (:mod:`autoshard.planning.shared_reshards`). Off by
             default for now: one reshard per consumer edge over-estimates a shared reshard
-            but proves deep models faster (llama3-8b training on dp=8,tp=8: 8.4 s against
-            21 s, both proven; gpt2 on dp=2,tp=4: 4.2 s against 31 s; measured in one run
-            on a loaded machine).
+            but proves deep models faster (CPU seconds per plan, one loaded machine:
+            llama3-8b training on dp=8,tp=8 3 s against 9-11 s, gpt2 12 layers on dp=2,tp=4
+            2 s against 7-8 s; llama3-70b on dp=8,tp=8 ~3.5 min of wall time with it; all
+            proven).
         held_bytes: bytes, linear in the choices, that the memory constraint adds at every
             step on top of the plan's own profile (the reported peak stays the profile's):
             how a pipeline's stage model is made to fit what a whole stage holds
