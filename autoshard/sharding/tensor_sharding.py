@@ -200,13 +200,16 @@ class TensorSharding:
         return all(isinstance(p, Replicate) for p in self.placements)
 
     def shards_per_dim(self) -> tuple[int, ...]:
-        sizes = self.mesh.axis_sizes
-        counts = [1] * self.ndim
-        for i, p in enumerate(self.placements):
-            dim = shard_dim(p)
-            if dim is not None:
-                counts[dim] *= sizes[i]
-        return tuple(counts)
+        cached = self.__dict__.get("_shards")  # once per sharding: local shapes ask per op
+        if cached is None:
+            sizes = self.mesh.axis_sizes
+            counts = [1] * self.ndim
+            for i, p in enumerate(self.placements):
+                dim = shard_dim(p)
+                if dim is not None:
+                    counts[dim] *= sizes[i]
+            cached = self.__dict__["_shards"] = tuple(counts)
+        return cached
 
     def local_shape(self, global_shape: Sequence[int], *, even: bool = True) -> tuple[int, ...]:
         """Shape of one device's shard: exact when even; the largest (ceil) shard otherwise.
