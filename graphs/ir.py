@@ -40,7 +40,7 @@ class DType(enum.Enum):
     @property
     def itemsize(self) -> int:
         """Bytes per element."""
-        return _ITEMSIZE[self]
+        return self._itemsize  # set once per member below: no Enum.__hash__ per lookup
 
     @property
     def is_float(self) -> bool:
@@ -68,6 +68,8 @@ _ITEMSIZE = {
     DType.BF16: 2, DType.F16: 2, DType.F32: 4, DType.F64: 8, DType.F8E4M3: 1, DType.F8E5M2: 1,
     DType.INT32: 4, DType.INT64: 8, DType.BOOL: 1,
 }
+for _member in DType:  # a 3-axis plan asks ~200 k times; Enum.__hash__ is Python code
+    _member._itemsize = _ITEMSIZE[_member]  # type: ignore[attr-defined]
 _NUMPY = {
     DType.BF16: "float32", DType.F16: "float16", DType.F32: "float32", DType.F64: "float64",
     DType.F8E4M3: "float32", DType.F8E5M2: "float32", DType.INT32: "int32",

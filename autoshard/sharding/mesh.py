@@ -83,11 +83,24 @@ class Mesh:
     def __str__(self) -> str:
         return ",".join(f"{name}={size}" for name, size in self.axes)
 
-    @property
+    def __hash__(self) -> int:
+        # a mesh keys most of the planner's caches (inside every TensorSharding): its hash is
+        # computed once, not once per dict lookup; never pickled (string hashes are salted
+        # per process), see __getstate__
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.axes, self.devices))
+            self.__dict__["_hash"] = cached
+        return cached
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    @cached_property
     def axis_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.axes)
 
-    @property
+    @cached_property
     def axis_sizes(self) -> tuple[int, ...]:
         return tuple(size for _, size in self.axes)
 

@@ -77,6 +77,19 @@ class TensorSharding:
             default = all(list(axes) == sorted(axes) for _, axes in order)
             object.__setattr__(self, "shard_order", None if default else order)
 
+    def __hash__(self) -> int:
+        # shardings key the reshard and strategy caches (hundreds of thousands of lookups in
+        # a 3-axis plan): the hash is computed once; never pickled (it hashes the mesh's axis
+        # names, and string hashes are salted per process), see __getstate__
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.mesh, self.placements, self.ndim, self.shard_order))
+            self.__dict__["_hash"] = cached
+        return cached
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def _check_order(self, order: ShardOrder) -> None:
         for dim, axes in order:
             on_dim = tuple(i for i, p in enumerate(self.placements) if shard_dim(p) == dim)
@@ -187,13 +200,16 @@ class TensorSharding:
         return all(isinstance(p, Replicate) for p in self.placements)
 
     def shards_per_dim(self) -> tuple[int, ...]:
-        sizes = self.mesh.axis_sizes
-        counts = [1] * self.ndim
-        for i, p in enumerate(self.placements):
-            dim = shard_dim(p)
-            if dim is not None:
-                counts[dim] *= sizes[i]
-        return tuple(counts)
+        cached = self.__dict__.get("_shards")  # once per sharding: local shapes ask per op
+        if cached is None:
+            sizes = self.mesh.axis_sizes
+            counts = [1] * self.ndim
+            for i, p in enumerate(self.placements):
+                dim = shard_dim(p)
+                if dim is not None:
+                    counts[dim] *= sizes[i]
+            cached = self.__dict__["_shards"] = tuple(counts)
+        return cached
 
     def local_shape(self, global_shape: Sequence[int], *, even: bool = True) -> tuple[int, ...]:
         """Shape of one device's shard: exact when even; the largest (ceil) shard otherwise.

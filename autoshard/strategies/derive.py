@@ -125,7 +125,12 @@ def _cached(kind: str, ins: tuple[TensorSpec, ...], outs: tuple[TensorSpec, ...]
     return tuple(out)
 
 
-enumerate_strategies.cache_clear = _cached.cache_clear  # type: ignore[attr-defined]
+def _clear_caches() -> None:
+    _cached.cache_clear()
+    _sharding.cache_clear()
+
+
+enumerate_strategies.cache_clear = _clear_caches  # type: ignore[attr-defined]
 
 
 def _axis_options(kind: str, sig: DimSignature, partial_sets: Sequence[frozenset[int]],
@@ -223,7 +228,16 @@ def _operand(operand: Operand, choice: tuple[_Option, ...], axes_of: Mapping[str
             placements[axes[0]] = StridedShard(d, split)
         else:
             return None
-    return TensorSharding(mesh, tuple(placements), len(operand), tuple(order) or None)
+    return _sharding(mesh, tuple(placements), len(operand), tuple(order) or None)
+
+
+@functools.lru_cache(maxsize=65536)
+def _sharding(mesh: Mesh, placements: tuple[Placement, ...], ndim: int,
+              order: tuple[tuple[int, tuple[int, ...]], ...] | None) -> TensorSharding:
+    """One object per distinct operand sharding: the ops of a 3-axis model spell ~34 k
+    operand shardings with a few thousand distinct ones, and an interned sharding is validated
+    once and hashed once (its hash is cached) in every reshard and strategy cache after."""
+    return TensorSharding(mesh, placements, ndim, order)
 
 
 def _contiguous(dim: tuple[str, ...], axes_of: Mapping[str, list[int]],

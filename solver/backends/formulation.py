@@ -144,6 +144,7 @@ class _Builder:
         self.flow_maps: list[FlowMap] = []
         self.window_maps: list[WindowMap] = []
         self.networks: dict = {}
+        self.groups: dict = {}
 
     def add_rows(self, rows, cols, coefs, lo, hi) -> None:
         self.rows.append(np.asarray(rows, dtype=np.int64) + self.next_row)
@@ -159,9 +160,7 @@ class _Builder:
                       np.ones(self.num), np.ones(n), np.ones(n))
 
     def edge(self, u: int, v: int, matrix: np.ndarray, flow: bool) -> None:
-        rows_u, inv_r = np.unique(matrix, axis=0, return_inverse=True)
-        agg, inv_c = np.unique(rows_u, axis=1, return_inverse=True)
-        inv_r, inv_c = inv_r.ravel(), inv_c.ravel()
+        agg, inv_r, inv_c = self.grouped(matrix)
         finite = np.isfinite(agg)
         if finite.all() and np.all(agg == agg.flat[0]):
             self.constant += float(agg.flat[0])
@@ -187,6 +186,22 @@ class _Builder:
                       np.concatenate([ids, self.offsets[v] + np.arange(inv_c.size)]),
                       np.concatenate([np.ones(ids.size), -np.ones(inv_c.size)]),
                       np.zeros(nc), np.zeros(nc))
+
+    def grouped(self, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(distinct entries, row group of each row, column group of each column)``, cached
+        by matrix bytes like the networks: the end blocks of a periodic LP repeat the same
+        matrices (Mixtral dp=2,ep=4,tp=8: 405 edges, 284 distinct matrices; 0.12 s of CPU), and
+        ``np.unique`` over whole rows and columns costs a sort of each."""
+        key = (matrix.shape, matrix.tobytes())
+        found = self.groups.get(key)
+        if found is None:
+            rows_u, inv_r = np.unique(matrix, axis=0, return_inverse=True)
+            agg, inv_c = np.unique(rows_u, axis=1, return_inverse=True)
+            found = (agg, inv_r.ravel(), inv_c.ravel())
+            for array in found:
+                array.setflags(write=False)  # shared by every edge with these bytes
+            self.groups[key] = found
+        return found
 
     def arcs_for(self, agg: np.ndarray) -> FlowArcs | None:
         """Networks are cached by matrix bytes: a model's layers repeat the same few."""

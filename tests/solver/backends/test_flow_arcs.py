@@ -167,3 +167,45 @@ def test_row_by_row_detours_and_min_plus_equal_the_whole_cubes(seed, rows, cols,
     other = random_matrix(seed + 1, cols, rows, holes)
     sums = (matrix[:, :, None] + other[None, :, :]).min(axis=1)
     assert np.array_equal(_min_plus(matrix, other), sums)
+
+
+def repeated_chain(seed: int, nodes: int = 5, options: int = 6) -> ChoiceProblem:
+    """A chain whose edges repeat two matrices (equal bytes, separate arrays, some
+    transposed shapes), as a periodic LP's end blocks do."""
+    rng = np.random.default_rng(seed)
+    first, second = (random_matrix(seed + k, options, options, 0.2) for k in (1, 2))
+    for matrix in (first, second):
+        matrix[:, 0] = rng.integers(0, 3, size=options)  # every row keeps a finite entry
+    costs = [rng.integers(0, 4, size=options).astype(float) for _ in range(nodes)]
+    edges = [(i, i + 1, (first if i % 2 else second).copy()) for i in range(nodes - 1)]
+    return ChoiceProblem(node_costs=costs, edges=edges)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_repeated_matrices_share_their_groups_and_networks(seed, monkeypatch):
+    """Edges with equal matrix bytes reuse one grouping and one network: the LP is the
+    very one built with both caches defeated, and its MIP reaches the exhaustive optimum."""
+    from solver import solve
+    from solver.backends import formulation, highs
+    from solver.exact import exhaustive
+
+    problem = repeated_chain(seed)
+    ix = index_work(build_work(problem))
+    cached = build(ix, flow=True)
+
+    def uncached(self, matrix):  # what ``edge`` did before the cache, every time
+        rows_u, inv_r = np.unique(matrix, axis=0, return_inverse=True)
+        agg, inv_c = np.unique(rows_u, axis=1, return_inverse=True)
+        return agg, inv_r.ravel(), inv_c.ravel()
+
+    monkeypatch.setattr(formulation._Builder, "grouped", uncached)
+    monkeypatch.setattr(formulation._Builder, "arcs_for",
+                        lambda self, agg: formulation.flow_arcs(agg))
+    fresh = build(ix, flow=True)
+    for name in ("rows", "cols", "coefs", "row_lo", "row_hi", "obj"):
+        assert np.array_equal(getattr(cached, name), getattr(fresh, name)), name
+    monkeypatch.undo()
+    monkeypatch.setattr(highs, "LP_FIRST", False)
+    _, best = exhaustive(problem)
+    answer = solve(problem, backend="highs", reductions=False)
+    assert answer.optimal and answer.objective == pytest.approx(best, abs=1e-9)
