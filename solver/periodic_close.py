@@ -180,6 +180,30 @@ def threshold_keeping(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumb
     return min(threshold, incumbent) if threshold > bound else None
 
 
+# the first look's MIP keeps at most this share of the LP's variables (``first_look_target``)
+FIRST_LOOK_SHARE = 1 / 4
+
+
+def first_look_target(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray,
+                      share: float = FIRST_LOOK_SHARE) -> float | None:
+    """The threshold ``T`` for a partial MIP before any plan is at hand: the largest at which
+    fixing keeps at most ``FIRST_LOOK_SHARE`` of the LP's variables
+    (:func:`threshold_keeping`), ``None`` when fixing cannot get below that.
+
+    :func:`close_gap` against ``T`` proves ``min(T, MIP bound)``; when the optimum costs at
+    most ``T`` its image keeps every variable, so the MIP's optimum is at most the
+    optimum's and its point is usually the optimum itself. An exact LP that split integral
+    nodes is often only a hair below the optimum: llama3-70b dp=8,tp=8 under measured-curve
+    prices, LP bound 1.2048846, optimum 1.2048918 (6e-6 above it); fixing against ``T``
+    keeps 10,690 of 42,760 variables, ``T`` is 3.3e-5 above the bound, and the MIP finds and
+    proves the optimum in 0.04-0.09 s, where the LP's own plan (0.25 % above) first took a
+    0.4 s polish to make fixing against its cost small enough. Where the optimum is above
+    ``T`` the MIP proves ``T`` and the search goes on as before, one small MIP later."""
+    budget = int(lp.form.num_vars * share)
+    target = threshold_keeping(lp, agg, duals, math.inf, budget)
+    return target if target is not None and math.isfinite(target) else None
+
+
 def close_gap(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: float,
               time_limit: float | None, gap: float) -> Closed:
     """The partial MIP of the periodic LP, after reduced-cost fixing against ``incumbent``
