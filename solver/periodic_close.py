@@ -180,8 +180,11 @@ def threshold_keeping(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumb
     return min(threshold, incumbent) if threshold > bound else None
 
 
-# the first look's MIP keeps at most this share of the LP's variables (``first_look_target``)
+# the first look's MIP keeps at most this share of the LP's variables, and its threshold is at
+# most this far above the LP bound (relative): a first look is for LPs a hair below the optimum
+# (``first_look_target``)
 FIRST_LOOK_SHARE = 1 / 4
+FIRST_LOOK_GAP = 1e-4
 
 
 def first_look_target(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray,
@@ -199,8 +202,11 @@ def first_look_target(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray,
     proves the optimum in 0.04-0.09 s, where the LP's own plan (0.25 % above) first took a
     0.4 s polish to make fixing against its cost small enough. Where the optimum is above
     ``T`` the MIP proves ``T`` and the search goes on as before, one small MIP later."""
+    bound, _ = reduced_costs(lp.form, duals)
+    if not math.isfinite(bound):
+        return None
     budget = int(lp.form.num_vars * share)
-    target = threshold_keeping(lp, agg, duals, math.inf, budget)
+    target = threshold_keeping(lp, agg, duals, bound + FIRST_LOOK_GAP * abs(bound), budget)
     return target if target is not None and math.isfinite(target) else None
 
 

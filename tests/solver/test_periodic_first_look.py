@@ -96,7 +96,10 @@ class _Spy:
 def test_solve_with_first_looks_is_bracketed_by_the_true_optimum(monkeypatch) -> None:
     """Fixing on LPs this small keeps more than the default share; a larger one makes the
     first look run on them, and every answer still brackets the exhaustive optimum."""
+    import solver.periodic_close as periodic_close
+
     spy = _Spy(monkeypatch)
+    monkeypatch.setattr(periodic_close, "FIRST_LOOK_GAP", 1.0)  # integer prices: gaps of ~1
     monkeypatch.setattr(periodic_search, "first_look_target",
                         lambda lp, agg, duals: first_look_target(lp, agg, duals, 0.8))
     checked = 0
