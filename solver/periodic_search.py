@@ -14,7 +14,9 @@ proven by reduced-cost fixing and the partial MIP as soon as fixing leaves a sma
 (:meth:`_Search.interim`). An LP small enough for the simplex that split a node of the rest or of a
 distinct block is first closed by its partial MIP (:mod:`solver.periodic_close`: those nodes
 integral, the tied representative free, after reduced-cost fixing), which proves llama3-70b on
-dp=8,tp=8 optimal with one distinct block at each end. After PDLP the plans of the MIPs on
+dp=8,tp=8 optimal with one distinct block at each end; its first look (:meth:`_Search.first_look`)
+runs against a threshold just above the LP bound before the LP's plan is polished, and usually
+needs no polish at all. After PDLP the plans of the MIPs on
 the LP's support and near its reduced costs (:func:`solver.periodic_close.neighbourhood_plan`)
 come before the LP's own plan is polished; where fixing against the best plan leaves too
 many variables for the partial MIP, partial MIPs over the variables of least reduced cost
