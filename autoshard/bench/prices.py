@@ -28,7 +28,18 @@ llama3-70b dp=8,tp=8 1.34 (CPU: 1.20, 0.89, 1.34); over all-NVLink 1.24, 0.45 an
 pricing phase alone (``cost_s``, where the model itself is evaluated) is within the noise of the
 baselines'; the difference is the solve: the curve-priced problems keep more options because
 more of them are the best answer to some context (``docs/solver-backends.md``, "Which exact
-reduction fails on curve prices?").
+reduction fails on curve prices?"), and their LPs are 1.3-1.7x larger (gpt2's goes to PDLP,
+0.25 s, where the baseline's takes Glop 0.09 s; llama3-70b's is fractional: PDLP's capped try
+misses, then a simplex 1.7x the baseline's).
+
+With the periodic search's first look (a partial MIP against a threshold just above an exact
+LP's bound, before any polish; ``docs/solver-backends.md``, "Session 8"), llama3-70b's curve
+solve drops from 2.32 to 1.89 CPU s (medians of 5, solver alone, same objective). The whole
+bench at af103d2 on a machine loaded by four other sessions (load average 4-7, wall up to twice
+CPU): curves over per-level, wall / CPU, gpt2 1.01 / 1.17, llama3-8b 0.87 / 0.87, llama3-70b
+1.14 / 1.22; in an interleaved A/B of the plans' CPU medians (3 runs), llama3-70b curves
+4.55 -> 4.19 s against per-level 3.43-3.58 s. The 10 % target is still not met for gpt2 and
+llama3-70b.
 """
 
 from __future__ import annotations
