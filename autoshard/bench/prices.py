@@ -32,14 +32,15 @@ reduction fails on curve prices?"), and their LPs are 1.3-1.7x larger (gpt2's go
 0.25 s, where the baseline's takes Glop 0.09 s; llama3-70b's is fractional: PDLP's capped try
 misses, then a simplex 1.7x the baseline's).
 
-With the periodic search's first look (a partial MIP against a threshold just above an exact
-LP's bound, before any polish; ``docs/solver-backends.md``, "Session 8"), llama3-70b's curve
-solve drops from 2.32 to 1.89 CPU s (medians of 5, solver alone, same objective). The whole
-bench at af103d2 on a machine loaded by four other sessions (load average 4-7, wall up to twice
-CPU): curves over per-level, wall / CPU, gpt2 1.01 / 1.17, llama3-8b 0.87 / 0.87, llama3-70b
-1.14 / 1.22; in an interleaved A/B of the plans' CPU medians (3 runs), llama3-70b curves
-4.55 -> 4.19 s against per-level 3.43-3.58 s. The 10 % target is still not met for gpt2 and
-llama3-70b.
+With the periodic search's first look (before any polish, the best periodic plan on what
+reduced-cost fixing against a threshold just above an exact LP's bound keeps, then the
+partial MIP against it; ``docs/solver-backends.md``, "Session 8"), llama3-70b's curve solve
+drops from 2.32 to 1.89 CPU s (solver alone, medians of 5, same objective) and llama3-8b's
+all-NVLink one from 2.45 to 0.54 s. In an A/B of this module's ``plan_once`` (dbaccba
+against the change, interleaved, medians of 2, a machine loaded by four other sessions, so
+CPU seconds): llama3-70b curves 4.57 -> 4.15 against per-level 3.26 / 3.28, gpt2 curves 1.24
+-> 1.17 against 0.94 / 1.03, llama3-8b all-NVLink 3.96 -> 1.81; every objective equal. The
+10 % target is still not met for gpt2 and llama3-70b: what is left is the LP itself.
 """
 
 from __future__ import annotations
