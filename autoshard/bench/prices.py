@@ -35,8 +35,8 @@ misses, then a simplex 1.7x the baseline's).
 With the periodic search's first look (before any polish, the best periodic plan on what
 reduced-cost fixing against a threshold just above an exact LP's bound keeps, then the
 partial MIP against it; ``docs/solver-backends.md``, "Session 8"), llama3-70b's curve solve
-drops from 2.32 to 1.89 CPU s (solver alone, medians of 5, same objective) and llama3-8b's
-all-NVLink one from 2.45 to 0.54 s. In an A/B of this module's ``plan_once`` (dbaccba
+drops from 2.29 to 1.85 CPU s (solver alone, medians of 5, same objective) and llama3-8b's
+all-NVLink one from 2.54 to 0.60 s. In an A/B of this module's ``plan_once`` (dbaccba
 against the change, interleaved, medians of 2, a machine loaded by four other sessions, so
 CPU seconds): llama3-70b curves 4.57 -> 4.15 against per-level 3.26 / 3.28, gpt2 curves 1.24
 -> 1.17 against 0.94 / 1.03, llama3-8b all-NVLink 3.96 -> 1.81; every objective equal. The
