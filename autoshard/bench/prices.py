@@ -40,7 +40,10 @@ all-NVLink one from 2.54 to 0.60 s. In an A/B of this module's ``plan_once`` (db
 against the change, interleaved, medians of 2, a machine loaded by four other sessions, so
 CPU seconds): llama3-70b curves 4.57 -> 4.15 against per-level 3.26 / 3.28, gpt2 curves 1.24
 -> 1.17 against 0.94 / 1.03, llama3-8b all-NVLink 3.96 -> 1.81; every objective equal. The
-10 % target is still not met for gpt2 and llama3-70b: what is left is the LP itself.
+whole bench at da9f4a9 (``autoshard -v bench prices``, 77 s, load average ~5 falling):
+curves over per-level, wall / CPU, gpt2 1.18 / 1.15, llama3-8b 0.91 / 0.90, llama3-70b
+1.31 / 1.26 (llama3-70b curves 3.95 s against 3.03 s). The 10 % target is still not met
+for gpt2 and llama3-70b: what is left is the LP itself.
 """
 
 from __future__ import annotations
