@@ -180,6 +180,52 @@ def threshold_keeping(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumb
     return min(threshold, incumbent) if threshold > bound else None
 
 
+# the first look's MIP keeps at most this share of the LP's variables, and its threshold is at
+# most this far above the LP bound (relative): a first look is for LPs a hair below the
+# optimum (``first_look_target``)
+FIRST_LOOK_SHARE = 1 / 4
+FIRST_LOOK_GAP = 1e-4
+
+
+def first_look_target(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray,
+                      share: float = FIRST_LOOK_SHARE) -> float | None:
+    """The threshold ``T`` of a first look (:func:`first_look_plan`): the largest at which
+    fixing keeps at most ``share`` of the LP's variables (:func:`threshold_keeping`), and at
+    most ``FIRST_LOOK_GAP`` above the duals' bound; ``None`` when fixing cannot get below that
+    share. Every plan cheaper than ``T`` uses only the variables fixing keeps (its image is on
+    no fixed variable), so a MIP over those finds it. An exact LP that split integral nodes
+    is often only a hair below the optimum: llama3-70b dp=8,tp=8 under measured-curve prices,
+    LP bound 1.2048846, optimum 1.2048918 (6e-6 above it); ``T`` is 3.3e-5 above the bound
+    and keeps 10,690 of 42,760 variables."""
+    bound, _ = reduced_costs(lp.form, duals)
+    if not math.isfinite(bound):
+        return None
+    budget = int(lp.form.num_vars * share)
+    target = threshold_keeping(lp, agg, duals, bound + FIRST_LOOK_GAP * abs(bound), budget)
+    return target if target is not None and math.isfinite(target) else None
+
+
+def first_look_plan(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, target: float,
+                    time_limit: float | None, gap: float) -> np.ndarray | None:
+    """LP node choices of the best periodic plan (every node integral, the tied
+    representative too, as in :func:`support_plan`) among the variables fixing against
+    ``target`` keeps (whenever a periodic plan costs less than ``target``, its image is among
+    them), ``None`` when HiGHS found none. A plan, not a bound: the caller proves it with
+    :func:`close_gap`. The MIP
+    is small (a quarter of the LP at most, :func:`first_look_target`) and, unlike rounding
+    the LP's split nodes and polishing around them, it weighs the whole periodic plan at
+    once: llama3-8b dp=8,tp=8 with every axis priced at alpha-beta NVLink rates gets the
+    optimum with one distinct block at each end, where the polishes ended 0.6 % above it."""
+    started = time.perf_counter()
+    upper, _ = fixed_options(lp, agg, duals, target)
+    keep = upper > 0
+    keep[[w.var for w in lp.form.window_maps]] = True
+    starts, ends = lp.form.offsets[:-1], lp.form.offsets[1:]
+    if not all(keep[a:b].any() for a, b in zip(starts, ends, strict=True)):
+        return None
+    return _periodic_mip(lp, agg, keep, time_limit, started, gap)
+
+
 def close_gap(lp: PeriodicLP, agg: Aggregated, duals: np.ndarray, incumbent: float,
               time_limit: float | None, gap: float) -> Closed:
     """The partial MIP of the periodic LP, after reduced-cost fixing against ``incumbent``

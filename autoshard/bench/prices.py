@@ -28,7 +28,22 @@ llama3-70b dp=8,tp=8 1.34 (CPU: 1.20, 0.89, 1.34); over all-NVLink 1.24, 0.45 an
 pricing phase alone (``cost_s``, where the model itself is evaluated) is within the noise of the
 baselines'; the difference is the solve: the curve-priced problems keep more options because
 more of them are the best answer to some context (``docs/solver-backends.md``, "Which exact
-reduction fails on curve prices?").
+reduction fails on curve prices?"), and their LPs are 1.3-1.7x larger (gpt2's goes to PDLP,
+0.25 s, where the baseline's takes Glop 0.09 s; llama3-70b's is fractional: PDLP's capped try
+misses, then a simplex 1.7x the baseline's).
+
+With the periodic search's first look (before any polish, the best periodic plan on what
+reduced-cost fixing against a threshold just above an exact LP's bound keeps, then the
+partial MIP against it; ``docs/solver-backends.md``, "Session 8"), llama3-70b's curve solve
+drops from 2.29 to 1.85 CPU s (solver alone, medians of 5, same objective) and llama3-8b's
+all-NVLink one from 2.54 to 0.60 s. In an A/B of this module's ``plan_once`` (dbaccba
+against the change, interleaved, medians of 2, a machine loaded by four other sessions, so
+CPU seconds): llama3-70b curves 4.57 -> 4.15 against per-level 3.26 / 3.28, gpt2 curves 1.24
+-> 1.17 against 0.94 / 1.03, llama3-8b all-NVLink 3.96 -> 1.81; every objective equal. The
+whole bench at da9f4a9 (``autoshard -v bench prices``, 77 s, load average ~5 falling):
+curves over per-level, wall / CPU, gpt2 1.18 / 1.15, llama3-8b 0.91 / 0.90, llama3-70b
+1.31 / 1.26 (llama3-70b curves 3.95 s against 3.03 s). The 10 % target is still not met
+for gpt2 and llama3-70b: what is left is the LP itself.
 """
 
 from __future__ import annotations
