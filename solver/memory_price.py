@@ -157,7 +157,7 @@ class _PriceSearch:
         sub = Clock(remaining if remaining is None or not self.probes
                     else remaining * PROBE_SHARE)
         answer = solve_periodic(priced, self.chain, sub, max(self.gap, GOOD_ENOUGH_GAP),
-                                sizes_of(priced))
+                                sizes_of(priced), probe=True)
         self.clock.phases.extend((f"priced_{name}", s) for name, s in answer.stats.seconds)
         self.clock.mark = sub.mark
         choices = answer.choices
