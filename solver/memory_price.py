@@ -29,7 +29,11 @@ block (:func:`_mixed`, :mod:`solver.block_mix`: a MIP optimal over every block-b
 the two), which a plan with identical interior blocks cannot do. With one memory row that
 binds, the Lagrangian dual is the lower convex hull of the plans' (memory, cost) points at the
 limit, and a mix of the two plans beside the limit reaches that hull up to one block's worth
-and the junctions: what is left is the periodic LP's own gap at the price.
+and the junctions: what is left is the periodic LP's own gap at the price. A gap above
+``TIGHTEN_GAP`` then gets one more look at the bound at the last cut's price: the periodic
+LP alone, by PDLP with adaptive restarts (:func:`_tighten`, :mod:`solver.periodic_bound`).
+The probes themselves stop after their first LP when it is PDLP's (``solve_periodic(probe=
+True)``): the mix, not a polish, is what improves their plans.
 
 The bound is valid whatever price was tried; only the gap says how good the plan is. The caller
 decides whether a gap is small enough or the tied search must still run.
@@ -66,9 +70,13 @@ PRICE_GROWTH = 4.0
 PROBE_SHARE = 0.25
 MIX_SECONDS = 10.0  # the block mix's MIP, even past the deadline (see _mixed)
 MIX_RESTRICTION = "every layer takes one of two priced plans' strategies"
+# the cuts stop once the crossing price moves by at most this share: llama3.1-405b's LP bound
+# moved 0.07 % between prices 6 % apart (0.003212 and 0.003027 s/GB), and cuts 1.5 % apart
+# each took a 19-22 s probe (one found a fitting plan 0.07 % cheaper, the next nothing)
+CUT_SETTLED = 0.02
 # a gap above this after the block mix gets the last look at the bound (_tighten): half of
 # GOOD_ENOUGH_GAP, at which each probe stops, so that a search whose gap lands just under
-# the bar (llama3.1-405b: 0.47-0.56 % in four runs) gets it too
+# the bar (llama3.1-405b: 0.49-0.56 % in four runs) gets it too
 TIGHTEN_GAP = GOOD_ENOUGH_GAP / 2
 
 
@@ -213,10 +221,11 @@ class _PriceSearch:
             if low.priced_bytes <= high.priced_bytes:
                 return  # the lines do not cross: no price between them does better
             price = (high.cost - low.cost) / (low.priced_bytes - high.priced_bytes)
-            if low.price < price < high.price:
-                self.crossing = price
             if not low.price < price < high.price or any(p.price == price for p in self.probes):
                 return
+            last, self.crossing = self.crossing, price
+            if last is not None and abs(price - last) <= CUT_SETTLED * last:
+                return  # the crossing has settled: the last look at the bound takes it
             found = self.probe(price)
             if found is None:
                 return
@@ -310,7 +319,7 @@ def _tighten(problem: ChoiceProblem, chain: Chain, search: _PriceSearch, probes:
     Each probe stops once its plan is within ``GOOD_ENOUGH_GAP`` of its own bound (and after a
     share of the time left), and PDLP without restarts oscillates on the half-integral LPs of
     llama3.1-405b, so the probes' bounds lie up to 0.2 % below the LP's optimum and the
-    search's gap lands near ``GOOD_ENOUGH_GAP`` (0.47-0.56 % in four runs). The probe with the
+    search's gap lands near ``GOOD_ENOUGH_GAP`` (0.49-0.56 % in four runs). The probe with the
     best bound is not the best price either: at 0.003212 s/GB the LP's bound reaches
     1.54536 s, at the last cut's 0.003027 1.54645 (the plan: 1.55318). No plan is looked
     for: the block mix is cheaper than any plan with identical interior blocks."""

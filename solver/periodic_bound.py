@@ -14,7 +14,7 @@ PDLP, fastest on the tight LPs) the duals oscillate on this half-integral LP: 1.
 5,000 iterations, at best 1.5433 over 8,000 at 0.003212 s/GB; resumed from that point with
 restarts, legs of 500 wander between 1.5383 and 1.5456. From zero with adaptive restarts, in
 legs of 1,000: 0.109, 1.5391, 1.546428, 1.546438, 1.546453 (the support LP's value, an upper
-bound of the LP optimum, is 1.54652). Warm starts were not kept: they were no better.
+bound of the LP optimum, is 1.54650). Warm starts were not kept: they were no better.
 
 Validity: each leg's bound is ``dual_bound`` of its duals (weak duality over the variables'
 box, valid for *any* multipliers), a lower bound of the periodic LP, which is a lower bound of
