@@ -29,7 +29,11 @@ block (:func:`_mixed`, :mod:`solver.block_mix`: a MIP optimal over every block-b
 the two), which a plan with identical interior blocks cannot do. With one memory row that
 binds, the Lagrangian dual is the lower convex hull of the plans' (memory, cost) points at the
 limit, and a mix of the two plans beside the limit reaches that hull up to one block's worth
-and the junctions: what is left is the periodic LP's own gap at the price.
+and the junctions: what is left is the periodic LP's own gap at the price. A gap above
+``TIGHTEN_GAP`` then gets one more look at the bound at the last cut's price: the periodic
+LP alone, by PDLP with adaptive restarts (:func:`_tighten`, :mod:`solver.periodic_bound`).
+The probes themselves stop after their first LP when it is PDLP's (``solve_periodic(probe=
+True)``): the mix, not a polish, is what improves their plans.
 
 The bound is valid whatever price was tried; only the gap says how good the plan is. The caller
 decides whether a gap is small enough or the tied search must still run.
@@ -44,10 +48,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solver.backends.lp import pdlp_tolerance
 from solver.block_mix import best_mix
 from solver.clock import Clock
 from solver.graph_search import Sizes, closed, finish, sizes_of
 from solver.periodic import Chain
+from solver.periodic_bound import chain_bound
 from solver.periodic_search import GOOD_ENOUGH_GAP, solve_periodic
 from solver.problem import ChoiceProblem
 from solver.solution import Solution
@@ -64,6 +70,14 @@ PRICE_GROWTH = 4.0
 PROBE_SHARE = 0.25
 MIX_SECONDS = 10.0  # the block mix's MIP, even past the deadline (see _mixed)
 MIX_RESTRICTION = "every layer takes one of two priced plans' strategies"
+# the cuts stop once the crossing price moves by at most this share: llama3.1-405b's LP bound
+# moved 0.07 % between prices 6 % apart (0.003212 and 0.003027 s/GB), and cuts 1.5 % apart
+# each took a 19-22 s probe (one found a fitting plan 0.07 % cheaper, the next nothing)
+CUT_SETTLED = 0.02
+# a gap above this after the block mix gets the last look at the bound (_tighten): half of
+# GOOD_ENOUGH_GAP, at which each probe stops, so that a search whose gap lands just under
+# the bar (llama3.1-405b: 0.49-0.56 % in four runs) gets it too
+TIGHTEN_GAP = GOOD_ENOUGH_GAP / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +135,7 @@ class _PriceSearch:
         self.limit = float(problem.memory_limit if problem.memory_limit is not None else math.inf)
         self.bound = -math.inf if known_bound is None else known_bound
         self.probes: list[Probe] = []
+        self.crossing: float | None = None  # the last Kelley cut's price (see run)
 
     @property
     def best(self) -> Probe | None:
@@ -131,24 +146,26 @@ class _PriceSearch:
         best = self.best
         return best is not None and closed(best.cost, self.bound, self.gap)
 
-    def probe(self, price: float, final: bool = False) -> Probe | None:
-        """Solve the chain with memory priced at ``price`` seconds per byte (``final``: with
-        all the time left and the caller's gap, for the bound; see :func:`_tighten`)."""
+    def priced(self, price: float) -> ChoiceProblem:
+        """The chain without memory rows, node costs ``c + price·a'``."""
+        costs = [cost + price * a for cost, a in zip(self.problem.node_costs, self.row,
+                                                      strict=True)]
+        return ChoiceProblem(node_costs=costs, edges=self.problem.edges,
+                             windows=self.problem.windows, blocks=self.problem.blocks)
+
+    def probe(self, price: float) -> Probe | None:
+        """Solve the chain with memory priced at ``price`` seconds per byte."""
         remaining = self.clock.remaining()
         if remaining is not None and remaining <= 0:
             return None
-        costs = [cost + price * a for cost, a in zip(self.problem.node_costs, self.row,
-                                                      strict=True)]
-        priced = ChoiceProblem(node_costs=costs, edges=self.problem.edges,
-                               windows=self.problem.windows, blocks=self.problem.blocks)
+        priced = self.priced(price)
         # after the first, a probe gets at most a share of what is left, so that a cut at
         # the crossing price and the block mix still run (llama3.1-405b: the second probe's
         # polish MIP alone took 153 s of 300 and the mix never ran)
-        sub = Clock(remaining if remaining is None or not self.probes or final
+        sub = Clock(remaining if remaining is None or not self.probes
                     else remaining * PROBE_SHARE)
-        answer = solve_periodic(priced, self.chain, sub,
-                                self.gap if final else max(self.gap, GOOD_ENOUGH_GAP),
-                                sizes_of(priced))
+        answer = solve_periodic(priced, self.chain, sub, max(self.gap, GOOD_ENOUGH_GAP),
+                                sizes_of(priced), probe=True)
         self.clock.phases.extend((f"priced_{name}", s) for name, s in answer.stats.seconds)
         self.clock.mark = sub.mark
         choices = answer.choices
@@ -206,6 +223,9 @@ class _PriceSearch:
             price = (high.cost - low.cost) / (low.priced_bytes - high.priced_bytes)
             if not low.price < price < high.price or any(p.price == price for p in self.probes):
                 return
+            last, self.crossing = self.crossing, price
+            if last is not None and abs(price - last) <= CUT_SETTLED * last:
+                return  # the crossing has settled: the last look at the bound takes it
             found = self.probe(price)
             if found is None:
                 return
@@ -290,24 +310,32 @@ def _best_plan(problem: ChoiceProblem, chain: Chain, probes: list[Probe], bound:
 
 
 def _tighten(problem: ChoiceProblem, chain: Chain, search: _PriceSearch, probes: list[Probe],
-             choices: tuple[int, ...], gap: float, clock: Clock
-             ) -> tuple[tuple[int, ...], float]:
-    """The plan and bound after one more probe at the price of the best bound, given all
-    the time left and the caller's gap instead of ``GOOD_ENOUGH_GAP``.
+             choices: tuple[int, ...], gap: float, clock: Clock) -> float:
+    """The bound after one more look at the crossing price (the last Kelley cut's, else the
+    best bound's): the bound of the priced chain's periodic LP alone, by PDLP with adaptive
+    restarts (:func:`solver.periodic_bound.chain_bound`), until it proves ``gap`` for
+    ``choices`` or stops.
 
-    Each probe stops once its plan is within ``GOOD_ENOUGH_GAP`` of its own bound, so the
-    bound it leaves is up to that much below the priced optimum, and the price search's gap
-    ends near ``GOOD_ENOUGH_GAP`` by construction (llama3.1-405b: 0.49 %). Only when that is
-    not enough (the tied search would otherwise spend the rest on a 126-layer MIP that does
-    not finish) is the LP at the best price run on for its bound."""
+    Each probe stops once its plan is within ``GOOD_ENOUGH_GAP`` of its own bound (and after a
+    share of the time left), and PDLP without restarts oscillates on the half-integral LPs of
+    llama3.1-405b, so the probes' bounds lie up to 0.2 % below the LP's optimum and the
+    search's gap lands near ``GOOD_ENOUGH_GAP`` (0.49-0.56 % in four runs). The probe with the
+    best bound is not the best price either: at 0.003212 s/GB the LP's bound reaches
+    1.54536 s, at the last cut's 0.003027 1.54645 (the plan: 1.55318). No plan is looked
+    for: the block mix is cheaper than any plan with identical interior blocks."""
     priced = [p for p in probes if p.price > 0 and math.isfinite(p.bound)]
-    if not priced or clock.expired():
-        return choices, search.bound
-    found = search.probe(max(priced, key=lambda p: p.bound).price, final=True)
-    if found is not None and found.fits and found.cost < problem.evaluate(choices):
-        probes.append(found)
-        choices = _best_plan(problem, chain, probes, search.bound, gap, clock)
-    return choices, search.bound
+    if clock.expired() or (search.crossing is None and not priced):
+        return search.bound
+    price = search.crossing if search.crossing is not None else max(
+        priced, key=lambda p: p.bound).price
+    cost = problem.evaluate(choices)
+    # the priced chain's bound that proves ``gap`` for the plan at hand
+    target = cost * (1 - gap) + price * search.limit if math.isfinite(cost) else math.inf
+    found = chain_bound(search.priced(price), chain, clock, pdlp_tolerance(gap), target)
+    search.bound = max(search.bound, found.bound - price * search.limit)
+    logger.info("memory price %.4g s/GB, bound only (%d PDLP iterations): bound %.6g",
+                price * 1e9, found.iterations, search.bound)
+    return search.bound
 
 
 def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
@@ -348,8 +376,8 @@ def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
     assert bound is not None
     choices = _best_plan(problem, chain, probes, bound, gap, clock)
     if search is not None and not closed(problem.evaluate(choices), bound,
-                                         max(gap, GOOD_ENOUGH_GAP)):
-        choices, bound = _tighten(problem, chain, search, probes, choices, gap, clock)
+                                         max(gap, TIGHTEN_GAP)):
+        bound = _tighten(problem, chain, search, probes, choices, gap, clock)
     timed_out = clock.remaining() == 0.0
     answer = finish(problem, choices, bound, timed_out, clock, "priced", before, before)
     if choices in {p.choices for p in probes} or answer.optimal:

@@ -126,6 +126,11 @@ def share_cores(processes: int) -> None:
     _threads = max(1, min(_usable_cores() // max(int(processes), 1), PDLP_SHARDS))
 
 
+def pdlp_threads() -> int:
+    """The threads each large LP's PDLP runs on in this process (``share_cores``)."""
+    return _threads
+
+
 def pdlp_tolerance(gap: float) -> float:
     """PDLP's relative tolerance for a search that may stop at ``gap``: a tenth of it, never
     tighter than ``PDLP_EPS``. Looser is what lets a sweep's LPs finish without the barrier:

@@ -21,6 +21,10 @@ import numpy as np
 from solver.backends.formulation import Formulation
 
 NO_RESTARTS = 1  # PrimalDualHybridGradientParams.RestartStrategy.NO_RESTARTS
+# PDLP's default, ADAPTIVE_HEURISTIC: slower to converge on the tight LPs, but its duals keep
+# improving on half-integral ones where those without restarts oscillate (the memory price's
+# bound-only LP, ``solver.periodic_bound``)
+ADAPTIVE_RESTARTS = 3
 # How far each major iteration moves PDLP's primal weight towards its new estimate (PDLP's
 # default 0.5). 0.8 measured best on both roads: the mid-size periodic LPs of gpt2 dp=2,tp=4
 # and llama3-8b dp=8,tp=8 (measured-curve prices) converge in 640 and 704 iterations (896 and
@@ -30,13 +34,14 @@ SMOOTHING = 0.8
 
 
 def configure(params, *, eps: float, iterations: int, threads: int, shards: int,
-              smoothing: float) -> None:
+              smoothing: float, restarts: int = NO_RESTARTS) -> None:
     """Fill a ``PrimalDualHybridGradientParams`` the same way on both PDLP roads (its own
-    binding here, MathOpt's proto in ``solver.backends.pdlp_proto``): no restarts, a fixed
-    summation order (``shards``), tolerance ``eps``, at most ``iterations``."""
+    binding here, MathOpt's proto in ``solver.backends.pdlp_proto``): no restarts (unless
+    ``restarts`` says otherwise), a fixed summation order (``shards``), tolerance ``eps``, at
+    most ``iterations``."""
     params.num_threads = threads
     params.num_shards = shards
-    params.restart_strategy = NO_RESTARTS
+    params.restart_strategy = restarts
     params.primal_weight_update_smoothing = smoothing
     criteria = params.termination_criteria
     criteria.simple_optimality_criteria.eps_optimal_relative = eps
@@ -62,7 +67,7 @@ class PdlpRunner:
     """One LP set up for PDLP: ``run`` makes a leg of at most ``iterations`` more."""
 
     def __init__(self, form: Formulation, factor: float, eps: float, threads: int,
-                 shards: int, smoothing: float = 0.5):
+                 shards: int, smoothing: float = 0.5, restarts: int = NO_RESTARTS):
         import scipy.sparse as sparse
         from ortools.pdlp.python import pdlp
 
@@ -78,6 +83,7 @@ class PdlpRunner:
         self.program, self.eps, self.threads, self.shards = program, eps, threads, shards
         self.smoothing = smoothing  # PDLP's primal_weight_update_smoothing (its default 0.5)
         self.rows, self.cols = form.row_lo.size, form.num_vars
+        self.restarts = restarts  # PDLP's restart strategy (``NO_RESTARTS`` but for bounds)
 
     def run(self, iterations: int, time_limit: float | None, start: PdlpPoint | None
             ) -> PdlpPoint | None:
@@ -88,7 +94,7 @@ class PdlpRunner:
 
         params = solvers_pb2.PrimalDualHybridGradientParams()
         configure(params, eps=self.eps, iterations=iterations, threads=self.threads,
-                  shards=self.shards, smoothing=self.smoothing)
+                  shards=self.shards, smoothing=self.smoothing, restarts=self.restarts)
         if time_limit is not None:
             params.termination_criteria.time_sec_limit = max(time_limit, 0.01)
         initial = None

@@ -70,3 +70,28 @@ def test_node_totals_match_summing_every_term(seed: int) -> None:
                             memory_limit=1e12)
     for got, want in zip(problem.memory_totals(), expected, strict=True):
         assert got == pytest.approx(want, rel=1e-12, abs=0.0)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7])
+@pytest.mark.parametrize("seed", range(8))
+def test_small_chunks_give_the_same_sums(seed: int, chunk: int, monkeypatch) -> None:
+    """Occurrences indexed a few at a time (terms met again in later chunks, new ones in
+    every chunk) sum like the term-by-term sums, and distinct terms come in order of first
+    appearance, whatever their ids."""
+    from solver import row_sums
+
+    rng = np.random.default_rng(100 + seed)
+    sizes = [int(s) for s in rng.integers(1, 5, 6)]
+    rows = _random_rows(rng, sizes, int(rng.integers(4, 12)))
+    monkeypatch.setattr(row_sums, "CHUNK_TERMS", chunk)
+    compiled = RowSums.compile(rows)
+    flat = [term for row in rows for term in row]
+    first_seen: dict[int, tuple] = {}
+    for term in flat:
+        first_seen.setdefault(id(term), term)
+    assert [int(n) for n in compiled.nodes] == [node for node, _ in first_seen.values()]
+    assert compiled.occurrences.size == len(flat)
+    for _ in range(10):
+        choices = [int(rng.integers(s)) for s in sizes]
+        expected = [math.fsum(float(v[choices[n]]) for n, v in row) for row in rows]
+        assert compiled.sums(choices) == pytest.approx(expected, rel=1e-12, abs=0.0)
