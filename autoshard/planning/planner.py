@@ -173,10 +173,9 @@ def plan(
         share_reshards: price one reshard per (tensor, target layout), shared by the
             consumers that read it (:mod:`autoshard.planning.shared_reshards`). Off by
             default for now: one reshard per consumer edge over-estimates a shared reshard
-            but proves deep models faster (CPU seconds per plan, one loaded machine:
-            llama3-8b training on dp=8,tp=8 3 s against 9-11 s, gpt2 12 layers on dp=2,tp=4
-            2 s against 7-8 s; llama3-70b on dp=8,tp=8 ~3.5 min of wall time with it; all
-            proven).
+            but proves deep models faster (one quiet run each: llama3-8b training on
+            dp=8,tp=8 1.9 s against 7.6 s, gpt2 12 layers on dp=2,tp=4 1.6 s against 5.4 s;
+            llama3-70b on dp=8,tp=8 ~3.5 min with it on a loaded machine; all proven).
         held_bytes: bytes, linear in the choices, that the memory constraint adds at every
             step on top of the plan's own profile (the reported peak stays the profile's):
             how a pipeline's stage model is made to fit what a whole stage holds
