@@ -216,6 +216,30 @@ def _slice(ctx: Lowering, node: Any) -> str:
     return ctx.emit("slice", [x], ctx.base_name(node), dim=dim, start=start, stop=max(start, stop))
 
 
+def _pad(ctx: Lowering, node: Any) -> str:
+    """``F.pad`` / ``aten.constant_pad_nd`` in constant mode: one ``constant_pad`` per padded
+    dim (the pad list names the last dim first: left, right, then the dim before it). Hugging
+    Face's causal-LM loss pads the labels this way (one ``-100`` after the last token)."""
+    mode = str(arg(node, 2, "mode", "constant")) if str(node.target).startswith("aten.pad") \
+        else "constant"
+    if mode != "constant":
+        raise Unmapped(f"pad in mode {mode}")
+    widths = [int(w) for w in arg(node, 1, "pad")]
+    value = arg(node, 3 if str(node.target).startswith("aten.pad") else 2, "value", None)
+    value = 0.0 if value is None else float(value)
+    if any(w < 0 for w in widths):
+        raise Unmapped("pad with negative widths (cropping)")
+    x, base = ctx.tensor(node.args[0]), ctx.base_name(node)
+    rank = len(ctx.graph.tensors[x].shape)
+    padded = [(rank - 1 - i, widths[2 * i], widths[2 * i + 1]) for i in range(len(widths) // 2)
+              if widths[2 * i] or widths[2 * i + 1]]
+    for k, (dim, before, after) in enumerate(padded):
+        name = base if k == len(padded) - 1 else f"{base}.dim{dim}"
+        x = ctx.emit("constant_pad", [x], name, dim=dim, before=before, after=after,
+                     value=value)
+    return x
+
+
 def _select(ctx: Lowering, node: Any) -> str:
     x = ctx.tensor(node.args[0])
     shape = ctx.graph.tensors[x].shape

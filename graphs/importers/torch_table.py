@@ -51,6 +51,8 @@ HANDLERS = {
     "aten.chunk.default": a._split,
     "aten.slice.Tensor": a._slice,
     "aten.select.int": a._select,
+    "aten.pad.default": a._pad,
+    "aten.constant_pad_nd.default": a._pad,
     "getitem": a._getitem,
     "aten.mm.default": m._mm,
     "aten.bmm.default": m._bmm,

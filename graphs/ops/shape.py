@@ -253,3 +253,37 @@ register_op(OpDef(kind="slice", infer=_infer_slice, signature=_signature_slice,
                   num_inputs=1, required_attrs={"dim": int, "start": int, "stop": int},
                   vjp=vjps.slice_vjp,
                   doc="x[start:stop] along attr dim (Python slice rules, step 1)."))
+
+
+def _pad_widths(attrs: Attrs) -> tuple[int, int]:
+    before, after = int(attrs["before"]), int(attrs["after"])
+    if before < 0 or after < 0:
+        raise AttrError(f"constant_pad: before={before} and after={after} must be >= 0")
+    return before, after
+
+
+def _infer_constant_pad(ins: Specs, attrs: Attrs) -> Specs:
+    shape = ins[0].shape
+    dim = norm_dim(int(attrs["dim"]), len(shape), "constant_pad")
+    before, after = _pad_widths(attrs)
+    return (TensorSpec((*shape[:dim], shape[dim] + before + after, *shape[dim + 1:]),
+                       ins[0].dtype),)
+
+
+def _constant_pad(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
+    x = arrays[0]
+    widths = [(0, 0)] * x.ndim
+    widths[int(attrs["dim"]) % x.ndim] = _pad_widths(attrs)
+    return (np.pad(x, widths, constant_values=np.asarray(attrs["value"]).astype(x.dtype)),)
+
+
+# ``value`` around ``x``: not linear in ``x`` unless the value is 0 (a pending sum padded with
+# ``value`` on every device would sum to devices × value), so no partial input, unlike the
+# zero ``pad`` the VJPs emit; the padded dim is blocked, as ``slice``'s
+register_op(OpDef(kind="constant_pad", infer=_infer_constant_pad, signature=_signature_slice,
+                  reference=_constant_pad, flops=_zero, num_inputs=1,
+                  required_attrs={"dim": int, "before": int, "after": int,
+                                  "value": (int, float)},
+                  vjp=vjps.constant_pad_vjp,
+                  doc="x with attr value added before and after it along attr dim "
+                      "(torch.nn.functional.pad, mode constant)."))

@@ -203,6 +203,14 @@ def slice_vjp(grads: GradBuilder, op: Op, dys: Grads, needed: Needed) -> Grads:
                                                 after=after))
 
 
+def constant_pad_vjp(grads: GradBuilder, op: Op, dys: Grads, needed: Needed) -> Grads:
+    """The padded positions are constants: dy on ``x``'s own positions."""
+    attrs, shape = grads.attrs(op), _shape(grads, op.inputs[0])
+    dim, before = int(attrs["dim"]) % len(shape), int(attrs["before"])
+    return _unary(grads, op, needed, grads.emit("slice", [dys[0]], dim=dim, start=before,
+                                                stop=before + shape[dim]))
+
+
 # ------------------------------------------------------------------------ fused kinds
 def norm_vjp(kind: str):
     """layer_norm / rms_norm: ``<kind>_bwd_x``, ``<kind>_bwd_w`` and a ``sum`` for the bias."""

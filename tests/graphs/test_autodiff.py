@@ -109,6 +109,7 @@ CASES = [
          id="weighted"),
     Case("moe_combine", [((2, 3, 2, 3), P), ((2, 4, 2), "int:3")], id="plain"),
     Case("swiglu", [((2, 3, 8), P)]),
+    Case("constant_pad", [((2, 3), P)], {"dim": 1, "before": 1, "after": 2, "value": -1.5}),
 ]
 _IDS = [f"{c.kind}-{c.id or i}" for i, c in enumerate(CASES)]
 

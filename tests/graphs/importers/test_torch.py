@@ -61,6 +61,19 @@ class MLP(nn.Module):
         return torch.log_softmax(y, dim=-1).sum(dim=0).mean() / 3.0
 
 
+class Padded(nn.Module):
+    """Constant padding as ``F.pad`` spells it (the last dim's widths first) and as Hugging
+    Face's causal-LM loss shifts its labels (one value after the last position)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.pad(self.proj(x), (1, 2, 0, 3), value=-1.5)   # dims -1 and -2
+        return F.pad(y, (0, 1)) * 2.0                       # zeros, the default
+
+
 def _encoder() -> nn.Module:
     return nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
                                       batch_first=True)
@@ -70,6 +83,7 @@ CASES = {
     "mlp": (MLP, lambda: (torch.randn(4, 16),)),
     "attention-gqa": (Attention, lambda: (torch.randn(2, 8, 32),)),
     "encoder-layer": (_encoder, lambda: (torch.randn(2, 8, 32),)),
+    "padded": (Padded, lambda: (torch.randn(2, 4, 6),)),
 }
 
 

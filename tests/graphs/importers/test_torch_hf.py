@@ -95,8 +95,7 @@ def test_plans_place_every_named_parameter(name: str, training: bool) -> None:
     with torch.device("meta"):
         model = MODELS[name]()
     inputs = {"input_ids": _ids(1).to("meta"), "labels": _ids(2).to("meta"), "use_cache": False}
-    with pytest.warns(UserWarning, match=r"aten\.pad\.default x1"):   # HF's label shift
-        graph = from_torch(model, inputs, name=name)
+    graph = from_torch(model, inputs, name=name, strict=True)   # HF's label shift maps too
     assert len(graph.outputs) == 1 and graph.tensors[graph.outputs[0]].shape == ()
     plan = autoshard.plan(graph, autoshard.Mesh.parse("dp=2,tp=2"), training=training)
     for param, _ in model.named_parameters():
@@ -112,8 +111,7 @@ def test_imported_layers_are_planned_once_and_proven_for_the_whole_model() -> No
     with torch.device("meta"):
         model = _llama(layers=6)
     inputs = {"input_ids": _ids(1).to("meta"), "labels": _ids(2).to("meta"), "use_cache": False}
-    with pytest.warns(UserWarning, match=r"aten\.pad\.default x1"):
-        graph = from_torch(model, inputs, name="llama6")
+    graph = from_torch(model, inputs, name="llama6", strict=True)
     mesh = autoshard.Mesh.parse("dp=2,tp=2")
     # Without overlap the per-layer problem is a plain sum, which the periodic
     # decomposition proves exactly; overlap's exactness is tested in test_periodic.

@@ -126,6 +126,8 @@ CASES = [
       for kind in ("gelu_bwd", "gelu_erf_bwd", "silu_bwd", "relu_bwd", "sigmoid_bwd",
                    "tanh_bwd")],
     Case("pad", lambda z: [((z["a"], z["b"]), F)], lambda z: {"dim": 1, "before": 1, "after": 2}),
+    Case("constant_pad", lambda z: [((z["a"], z["b"]), F)],
+         lambda z: {"dim": 1, "before": 2, "after": 1, "value": 3.0}),
     Case("broadcast_to", lambda z: [((z["a"], z["c"]), F)],
          lambda z: {"shape": [z["a"], z["b"], z["c"]], "dims": [1]}),
     Case("broadcast_to", lambda z: [((z["a"], 1), F)],
