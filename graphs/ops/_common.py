@@ -7,7 +7,9 @@ op's maths gives them a meaning (einsum letters, attention's ``b s hk g d t e``)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from graphs.errors import AttrError, ShapeError
 from graphs.ir import DType
@@ -77,3 +79,31 @@ def numel_flops(per_element: float):
 
 def no_reference(arrays: Sequence, attrs: Attrs) -> tuple:
     raise AssertionError("source ops have no computation: their values are given")
+
+
+def pad_widths(attrs: Attrs, kind: str) -> tuple[int, int]:
+    """``(before, after)`` of a padding kind (``pad``, ``constant_pad``), both >= 0."""
+    before, after = int(attrs["before"]), int(attrs["after"])
+    if before < 0 or after < 0:
+        raise AttrError(f"{kind}: before={before} and after={after} must be >= 0")
+    return before, after
+
+
+def infer_padded(kind: str) -> Callable[[Specs, Attrs], Specs]:
+    """The output spec of a padding kind: ``before + after`` more along attr ``dim``."""
+
+    def infer(ins: Specs, attrs: Attrs) -> Specs:
+        shape = ins[0].shape
+        dim = norm_dim(int(attrs["dim"]), len(shape), kind)
+        before, after = pad_widths(attrs, kind)
+        return (TensorSpec((*shape[:dim], shape[dim] + before + after, *shape[dim + 1:]),
+                           ins[0].dtype),)
+
+    return infer
+
+
+def padded(x: np.ndarray, attrs: Attrs, kind: str, value: float = 0.0) -> np.ndarray:
+    """``x`` with ``value`` before and after it along attr ``dim`` (the reference of both)."""
+    widths = [(0, 0)] * x.ndim
+    widths[int(attrs["dim"]) % x.ndim] = pad_widths(attrs, kind)
+    return np.pad(x, widths, constant_values=np.asarray(value).astype(x.dtype))

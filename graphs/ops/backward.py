@@ -27,9 +27,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from graphs.errors import AttrError, ShapeError
+from graphs.errors import ShapeError
 from graphs.ir import Op
-from graphs.ops._common import DimText, dim_names, norm_dim, numel_flops, signature_text
+from graphs.ops._common import (
+    DimText,
+    dim_names,
+    infer_padded,
+    norm_dim,
+    numel_flops,
+    padded,
+    signature_text,
+)
 from graphs.ops._vjp import GradBuilder, Grads, aligned
 from graphs.ops.elementwise import broadcast_shape, broadcast_signature, sigmoid
 from graphs.ops.reduce import reduced_dims
@@ -99,21 +107,6 @@ for _kind, _fn in _DERIVATIVES.items():
 
 
 # ------------------------------------------------------------------------------------ pad
-def _pad_sizes(attrs: Attrs) -> tuple[int, int]:
-    before, after = int(attrs["before"]), int(attrs["after"])
-    if before < 0 or after < 0:
-        raise AttrError(f"pad: before={before} and after={after} must be >= 0")
-    return before, after
-
-
-def _infer_pad(ins: Specs, attrs: Attrs) -> Specs:
-    shape = ins[0].shape
-    dim = norm_dim(int(attrs["dim"]), len(shape), "pad")
-    before, after = _pad_sizes(attrs)
-    return (TensorSpec((*shape[:dim], shape[dim] + before + after, *shape[dim + 1:]),
-                       ins[0].dtype),)
-
-
 def _signature_pad(ins: Specs, outs: Specs, attrs: Attrs) -> DimSignature:
     rank = len(ins[0].shape)
     dim = norm_dim(int(attrs["dim"]), rank, "pad")
@@ -124,13 +117,10 @@ def _signature_pad(ins: Specs, outs: Specs, attrs: Attrs) -> DimSignature:
 
 
 def _pad(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
-    x = arrays[0]
-    widths = [(0, 0)] * x.ndim
-    widths[int(attrs["dim"]) % x.ndim] = _pad_sizes(attrs)
-    return (np.pad(x, widths),)
+    return (padded(arrays[0], attrs, "pad"),)
 
 
-register_op(OpDef(kind="pad", infer=_infer_pad, signature=_signature_pad, reference=_pad,
+register_op(OpDef(kind="pad", infer=infer_padded("pad"), signature=_signature_pad, reference=_pad,
                   flops=numel_flops(0), partial_inputs=(frozenset({0}),), num_inputs=1,
                   required_attrs={"dim": int, "before": int, "after": int},
                   doc="Zero padding along attr dim (the VJP of slice)."))

@@ -24,7 +24,15 @@ import numpy as np
 
 from graphs.errors import AttrError, ShapeError
 from graphs.ops import vjps
-from graphs.ops._common import DimText, dim_names, norm_dim, same_dtype, signature_text
+from graphs.ops._common import (
+    DimText,
+    dim_names,
+    infer_padded,
+    norm_dim,
+    padded,
+    same_dtype,
+    signature_text,
+)
 from graphs.ops.registry import Attrs, OpDef, Specs, TensorSpec, register_op
 from graphs.signature import DimSignature, bind_signature
 
@@ -255,33 +263,15 @@ register_op(OpDef(kind="slice", infer=_infer_slice, signature=_signature_slice,
                   doc="x[start:stop] along attr dim (Python slice rules, step 1)."))
 
 
-def _pad_widths(attrs: Attrs) -> tuple[int, int]:
-    before, after = int(attrs["before"]), int(attrs["after"])
-    if before < 0 or after < 0:
-        raise AttrError(f"constant_pad: before={before} and after={after} must be >= 0")
-    return before, after
-
-
-def _infer_constant_pad(ins: Specs, attrs: Attrs) -> Specs:
-    shape = ins[0].shape
-    dim = norm_dim(int(attrs["dim"]), len(shape), "constant_pad")
-    before, after = _pad_widths(attrs)
-    return (TensorSpec((*shape[:dim], shape[dim] + before + after, *shape[dim + 1:]),
-                       ins[0].dtype),)
-
-
 def _constant_pad(arrays: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
-    x = arrays[0]
-    widths = [(0, 0)] * x.ndim
-    widths[int(attrs["dim"]) % x.ndim] = _pad_widths(attrs)
-    return (np.pad(x, widths, constant_values=np.asarray(attrs["value"]).astype(x.dtype)),)
+    return (padded(arrays[0], attrs, "constant_pad", attrs["value"]),)
 
 
 # ``value`` around ``x``: not linear in ``x`` unless the value is 0 (a pending sum padded with
 # ``value`` on every device would sum to devices × value), so no partial input, unlike the
 # zero ``pad`` the VJPs emit; the padded dim is blocked, as ``slice``'s
-register_op(OpDef(kind="constant_pad", infer=_infer_constant_pad, signature=_signature_slice,
-                  reference=_constant_pad, flops=_zero, num_inputs=1,
+register_op(OpDef(kind="constant_pad", infer=infer_padded("constant_pad"),
+                  signature=_signature_slice, reference=_constant_pad, flops=_zero, num_inputs=1,
                   required_attrs={"dim": int, "before": int, "after": int,
                                   "value": (int, float)},
                   vjp=vjps.constant_pad_vjp,
