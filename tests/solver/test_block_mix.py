@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver import ChoiceProblem, Infeasible, solve
+from solver import ChoiceProblem, Infeasible
 from solver.block_mix import best_mix
 from solver.exact import exhaustive
 from solver.periodic import find_chain
-from tests.solver.test_memory_price import with_peak_rows
+from tests.solver.test_memory_price import check_from_the_free_optimum, with_peak_rows
 from tests.solver.test_periodic import chain_problem
 
 MIRROR = np.array([0, 2, 1, 3])  # options R, S(a), S(b), S(ab): swapping axes a and b
@@ -140,19 +140,6 @@ def test_the_price_search_with_its_mix_keeps_a_true_bound_with_interchangeable_a
     """The whole memory-priced road on mirrored chains (every plan has a mirror plan at the
     same cost and memory, so the LP splits nodes between the two): the bound never exceeds
     the exhaustive optimum, the plan fits and is never below it."""
-    problem = mirrored(with_peak_rows(chain_problem(seed, layers, 1, options=4, rest=1), seed,
-                                      slack))
-    if np.prod(problem.sizes, dtype=float) > 200_000:
-        return
-    try:
-        _, best = exhaustive(problem)
-    except Infeasible:
-        return
-    free = solve(ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
-                               blocks=problem.blocks))
-    answer = solve(problem, known_bound=free.bound, free_choices=free.choices)
-    assert answer.bound <= best + 1e-9
-    assert answer.objective >= best - 1e-9
-    assert answer.peak_memory <= problem.memory_limit + 1e-9
-    if answer.optimal:
-        assert answer.objective == pytest.approx(best, abs=1e-9)
+    check_from_the_free_optimum(mirrored(with_peak_rows(chain_problem(seed, layers, 1, options=4,
+                                                                      rest=1), seed, slack)),
+                                200_000)

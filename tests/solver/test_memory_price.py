@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver import ChoiceProblem, Infeasible, solve
+from solver import ChoiceProblem, Infeasible, Solution, solve
 from solver.exact import exhaustive
 from solver.memory_price import priced_row
 from solver.periodic import find_chain
@@ -36,6 +36,32 @@ def with_peak_rows(problem: ChoiceProblem, seed: int, slack: float) -> ChoicePro
                          blocks=problem.blocks, liveness=rows, memory_limit=least + slack)
 
 
+def assert_brackets(problem: ChoiceProblem, answer: Solution, best: float) -> None:
+    """``answer`` against the exhaustive optimum ``best``: its bound is not above it, its plan
+    fits and is not below it, and a plan called optimal is it."""
+    assert answer.bound <= best + 1e-9
+    assert answer.objective >= best - 1e-9
+    assert answer.peak_memory <= problem.memory_limit + 1e-9
+    if answer.optimal:
+        assert answer.objective == pytest.approx(best, abs=1e-9)
+
+
+def check_from_the_free_optimum(problem: ChoiceProblem, max_product: float) -> None:
+    """Solve ``problem`` as the planner does (its optimum without memory rows first, then
+    the memory-priced search from it) and check the answer by exhaustive search; instances
+    with more than ``max_product`` plans, or none that fits, are skipped."""
+    if np.prod(problem.sizes, dtype=float) > max_product:
+        return
+    try:
+        _, best = exhaustive(problem)
+    except Infeasible:
+        return
+    free = solve(ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
+                               blocks=problem.blocks))
+    assert_brackets(problem, solve(problem, known_bound=free.bound, free_choices=free.choices),
+                    best)
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), layers=st.integers(4, 6), per_block=st.integers(1, 2),
        slack=st.sampled_from([0.0, 2.0, 5.0]))
@@ -55,11 +81,7 @@ def test_priced_chain_keeps_a_true_bound_and_fits(seed, layers, per_block, slack
     # with and without the unconstrained optimum to start the price search from
     for answer in (solve(problem), solve(problem, known_bound=free.bound,
                                          free_choices=free.choices)):
-        assert answer.bound <= best + 1e-9
-        assert answer.objective >= best - 1e-9
-        assert answer.peak_memory <= problem.memory_limit + 1e-9
-        if answer.optimal:
-            assert answer.objective == pytest.approx(best, abs=1e-9)
+        assert_brackets(problem, answer, best)
 
 
 def test_the_priced_row_is_equal_in_every_interior_block_and_below_the_real_one() -> None:
