@@ -30,6 +30,15 @@ def _lp_optimum(form) -> float:
     return float(form.obj @ run.x + form.constant)
 
 
+def _chain_lp(seed: int):
+    """A random chain-like problem, its LP with flow networks, the simplex's LP optimum and
+    the tolerance bounds are compared with."""
+    ix = index_work(build_work(chain_like(seed)))
+    form = build(ix, flow=True)
+    optimum = _lp_optimum(form)
+    return ix, form, optimum, 1e-9 * max(1.0, abs(optimum))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_pdlp_legs_bound_below_the_lp_optimum_and_reach_it(seed, monkeypatch) -> None:
     """Every leg's bound (from its duals, by weak duality) stays below the simplex's LP
@@ -37,10 +46,7 @@ def test_pdlp_legs_bound_below_the_lp_optimum_and_reach_it(seed, monkeypatch) ->
     answer's x is a plan of the problem."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
-    ix = index_work(build_work(chain_like(seed)))
-    form = build(ix, flow=True)
-    optimum = _lp_optimum(form)
-    tolerance = 1e-9 * max(1.0, abs(optimum))
+    ix, form, optimum, tolerance = _chain_lp(seed)
     answers = list(lp.lp_answers(form, None, gap=1e-6, interim=True))
     interim = [a for a in answers if a.interim]
     final = [a for a in answers if not a.interim]
@@ -132,10 +138,7 @@ def test_a_mid_size_look_comes_before_the_simplex_and_bounds_the_lp(seed, monkey
     the dual simplex's answer at the optimum; without ``look`` only the simplex's."""
     monkeypatch.setattr(lp, "PDLP_TRY_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", LOOK_ITERATIONS)
-    ix = index_work(build_work(chain_like(seed)))
-    form = build(ix, flow=True)
-    optimum = _lp_optimum(form)
-    tolerance = 1e-9 * max(1.0, abs(optimum))
+    ix, form, optimum, tolerance = _chain_lp(seed)
     looked = list(lp.lp_answers(form, None, gap=1e-6, look=True))
     assert [a.interim for a in looked] == [True, False]
     assert looked[0].bound <= optimum + tolerance
