@@ -103,19 +103,7 @@ def test_some_chain_is_proven_at_an_interim_point(monkeypatch) -> None:
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
     monkeypatch.setattr(periodic_search, "MAX_VARS", 0)
-    closed_early = []
-    real = periodic_search._Search.interim
-    for seed in range(10):
-        looks: list[bool] = []
-        monkeypatch.setattr(periodic_search._Search, "interim",
-                            lambda self, *a, _l=looks, _r=real: _l.append(_r(self, *a)) or _l[-1])
-        problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
-        _, best = exhaustive(problem)
-        answer = solve(problem)
-        if looks and looks[-1]:
-            assert answer.optimal and answer.objective == pytest.approx(best, abs=1e-9)
-            closed_early.append(seed)
-    assert closed_early
+    assert _proven_at_a_look(lambda: _interim_verdicts(monkeypatch))
 
 
 def _looks_counted(monkeypatch) -> list[bool]:
@@ -124,11 +112,31 @@ def _looks_counted(monkeypatch) -> list[bool]:
     the looks' verdicts as they happen."""
     monkeypatch.setattr(lp, "PDLP_TRY_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", 16)
+    return _interim_verdicts(monkeypatch)
+
+
+def _interim_verdicts(monkeypatch) -> list[bool]:
+    """Every ``_Search.interim`` verdict (gap closed or not) from now on, as they happen."""
     looks: list[bool] = []
     real = periodic_search._Search.interim
     monkeypatch.setattr(periodic_search._Search, "interim",
                         lambda self, *a: looks.append(real(self, *a)) or looks[-1])
     return looks
+
+
+def _proven_at_a_look(verdicts) -> list[int]:
+    """Seeds of ten random chains whose last look closed the gap; each such answer must be
+    called optimal and equal the exhaustive optimum. ``verdicts()`` starts counting anew."""
+    proven = []
+    for seed in range(10):
+        looks = verdicts()
+        problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
+        _, best = exhaustive(problem)
+        answer = solve(problem)
+        if looks and looks[-1]:
+            assert answer.optimal and answer.objective == pytest.approx(best, abs=1e-9)
+            proven.append(seed)
+    return proven
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -163,13 +171,4 @@ def test_mid_size_looks_keep_the_periodic_answer_bracketed(seed, monkeypatch) ->
 def test_some_chain_is_proven_at_a_mid_size_look(monkeypatch) -> None:
     """The road is taken: on some of these chains the look proves the plan before the dual
     simplex runs, and that plan is the exhaustive optimum."""
-    closed_early = []
-    for seed in range(10):
-        looks = _looks_counted(monkeypatch)
-        problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
-        _, best = exhaustive(problem)
-        answer = solve(problem)
-        if looks and looks[-1]:
-            assert answer.optimal and answer.objective == pytest.approx(best, abs=1e-9)
-            closed_early.append(seed)
-    assert closed_early
+    assert _proven_at_a_look(lambda: _looks_counted(monkeypatch))
