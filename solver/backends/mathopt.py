@@ -76,13 +76,31 @@ def parameters(time_limit: float | None, gap: float, hint: np.ndarray | None,
 
 
 def run(proto, solver_type: str, params, model_params):
+    """MathOpt's solve of ``proto``. HiGHS may fail with an internal error where it maps a
+    solution found on its presolved model back (``HighsMipSolverData::
+    transformNewIntegerFeasibleSolution``: a 2-option chain with overlap windows, seed 57 of
+    tests/solver/test_windows.py); such a solve is run once more without presolve, which
+    answers the same model, and only a second failure is raised."""
     from ortools.math_opt import parameters_pb2
     from ortools.math_opt.core.python import solver as core
     from ortools.math_opt.python import callback, init_arguments
+    from pybind11_abseil.status import StatusNotOk
 
-    return core.solve(proto, getattr(parameters_pb2, f"SOLVER_TYPE_{solver_type}"),
-                      init_arguments.StreamableSolverInitArguments().to_proto(), params,
-                      model_params, None, callback.CallbackRegistration().to_proto(), None, None)
+    def solve(parameters):
+        return core.solve(proto, getattr(parameters_pb2, f"SOLVER_TYPE_{solver_type}"),
+                          init_arguments.StreamableSolverInitArguments().to_proto(), parameters,
+                          model_params, None, callback.CallbackRegistration().to_proto(), None,
+                          None)
+
+    try:
+        return solve(params)
+    except StatusNotOk:
+        if solver_type != "HIGHS" or params.presolve == parameters_pb2.EMPHASIS_OFF:
+            raise
+    retry = type(params)()
+    retry.CopyFrom(params)
+    retry.presolve = parameters_pb2.EMPHASIS_OFF
+    return solve(retry)
 
 
 # seconds a stoppable run may take past its limit before it is killed: HiGHS' own limit

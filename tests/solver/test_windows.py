@@ -129,6 +129,16 @@ def _with_block_windows(problem: ChoiceProblem, per_block: int, seed: int) -> Ch
                          blocks=problem.blocks, windows=tuple(windows))
 
 
+def test_highs_internal_error_is_retried_without_presolve() -> None:
+    """Hypothesis found this instance: HiGHS failed with an internal error mapping a solution
+    back from its presolved model (the neighbourhood MIP of ``solver.backends.fixing``);
+    ``mathopt.run`` solves such a model again without presolve, and the plan is the
+    exhaustive optimum."""
+    problem = _with_block_windows(chain_problem(57, layers=7, per_block=2, options=2, rest=1),
+                                  per_block=2, seed=57)
+    assert_matches(problem, "auto")
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), layers=st.integers(5, 7))
 def test_periodic_blocks_with_windows_match_exhaustive_search(seed: int, layers: int) -> None:
