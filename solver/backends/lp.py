@@ -66,6 +66,7 @@ import numpy as np
 from solver.backends import mathopt, simplex
 from solver.backends.formulation import Formulation, decode_weighted
 from solver.backends.lp_answer import LPAnswer, dual_bound, objective_factor
+from solver.backends.lp_race import SimplexRace
 from solver.backends.pdlp_run import SMOOTHING, PdlpPoint, PdlpRunner
 from solver.solution import OPTIMALITY_GAP
 
@@ -106,6 +107,9 @@ PDLP_TRY_ITERATIONS = 1_024
 # against 0.43-0.46 / 0.43-0.51 / 0.41-0.47 s on two, and faster in wall time too, 0.26-0.30 s
 # against 0.37-0.43 s); the same iterations and bytes either way (``PDLP_SHARDS``)
 PDLP_TRY_THREADS = 1
+# the dual simplex starts beside the PDLP try on a second core (``lp_race``): the same answer,
+# the miss's time saved
+RACE_SIMPLEX = True
 
 
 def _usable_cores() -> int:
@@ -228,13 +232,42 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float,
 
     start = time.perf_counter()
     factor = objective_factor(form)
-    # a tenth of the large LPs' tolerance: at 1e-6 llama3-8b dp=8,tp=8's x (704 iterations)
-    # rounded to a plan 5.5e-7 above the optimum, inside the gap; at 1e-7 (832) to the optimum
-    run = run_pdlp(form, factor, time_limit, eps=pdlp_tolerance(gap) / 10,
-                   max_iterations=PDLP_TRY_ITERATIONS, threads=PDLP_TRY_THREADS,
-                   shards=PDLP_SHARDS)
-    logger.info("PDLP: %d variables, %d iterations%s", form.num_vars, run.iterations,
-                "" if run.converged else ", not converged: the dual simplex instead")
+    proto = mathopt.model_proto(form, factor, integral=False)  # PDLP's and the simplex's
+    race = _start_simplex_race(form, proto, time_limit, start)
+    try:
+        # a tenth of the large LPs' tolerance: at 1e-6 llama3-8b dp=8,tp=8's x (704
+        # iterations) rounded to a plan 5.5e-7 above the optimum; at 1e-7 (832) to it
+        run = run_pdlp(form, factor, time_limit, eps=pdlp_tolerance(gap) / 10,
+                       max_iterations=PDLP_TRY_ITERATIONS, threads=PDLP_TRY_THREADS,
+                       shards=PDLP_SHARDS, proto=proto)
+        logger.info("PDLP: %d variables, %d iterations%s", form.num_vars, run.iterations,
+                    "" if run.converged else ", not converged: the dual simplex instead")
+        if run.converged and run.x is not None and run.duals is not None and race is not None:
+            race.cancel()  # before the support LP, which wants the core
+        yield from _after_pdlp(form, run, factor, time_limit, start, look, race, proto)
+    finally:
+        if race is not None:
+            race.cancel()
+
+
+def _start_simplex_race(form: Formulation, proto, time_limit: float | None,
+                        start: float) -> SimplexRace | None:
+    """The dual simplex on a thread of its own beside PDLP's one-thread try
+    (:mod:`solver.backends.lp_race`), where this process may use a second core
+    (``share_cores``) and ``RACE_SIMPLEX`` is on; ``None`` otherwise."""
+    if not RACE_SIMPLEX or _threads < PDLP_TRY_THREADS + 1:
+        return None
+    limit = mathopt.left(time_limit, start)
+    return SimplexRace(lambda interrupter: simplex.solve_highs_lp(
+        form, limit, barrier=False, proto=proto, interrupter=interrupter))
+
+
+def _after_pdlp(form: Formulation, run, factor: float, time_limit: float | None,
+                start: float, look: bool, race: SimplexRace | None,
+                proto) -> Iterator[LPAnswer]:
+    """``_pdlp_then_simplex``'s answers once PDLP's try ended: the converged point and the
+    vertex on its support, or (with ``look``) the missed point as an interim answer and then
+    the dual simplex's answer (``race``'s when it runs, the same answer)."""
     first = LPAnswer(None, -math.inf)
     if run.duals is not None:
         first = LPAnswer(None, dual_bound(form, run.duals, factor), duals=run.duals)
@@ -259,7 +292,10 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float,
     if left is not None and left <= 0:
         yield first  # out of time: PDLP's duals still bound the LP
         return
-    yield simplex.solve_highs_lp(form, left, barrier=False)
+    if race is not None:
+        yield race.result()
+        return
+    yield simplex.solve_highs_lp(form, left, barrier=False, proto=proto)
 
 
 def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP

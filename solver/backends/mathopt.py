@@ -75,8 +75,10 @@ def parameters(time_limit: float | None, gap: float, hint: np.ndarray | None,
     return params, model_params
 
 
-def run(proto, solver_type: str, params, model_params):
-    """MathOpt's solve of ``proto``. HiGHS may fail with an internal error where it maps a
+def run(proto, solver_type: str, params, model_params, interrupter=None):
+    """MathOpt's solve of ``proto`` (stopped early when ``interrupter``, a
+    ``PySolveInterrupter``, is triggered from another thread; the solve releases the GIL).
+    HiGHS may fail with an internal error where it maps a
     solution found on its presolved model back (``HighsMipSolverData::
     transformNewIntegerFeasibleSolution``: a 2-option chain with overlap windows, seed 57 of
     tests/solver/test_windows.py); such a solve is run once more without presolve, which
@@ -90,7 +92,7 @@ def run(proto, solver_type: str, params, model_params):
         return core.solve(proto, getattr(parameters_pb2, f"SOLVER_TYPE_{solver_type}"),
                           init_arguments.StreamableSolverInitArguments().to_proto(), parameters,
                           model_params, None, callback.CallbackRegistration().to_proto(), None,
-                          None)
+                          interrupter)
 
     try:
         return solve(params)

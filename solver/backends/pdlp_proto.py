@@ -54,12 +54,14 @@ class FirstOrderRun:
 
 
 def run_pdlp(form: Formulation, factor: float, time_limit: float | None, *, eps: float,
-             max_iterations: int, threads: int, shards: int) -> FirstOrderRun:
+             max_iterations: int, threads: int, shards: int, proto=None) -> FirstOrderRun:
     """PDLP without restarts (primal weight smoothing ``SMOOTHING``) on ``form`` (objective
     scaled by ``factor``) to relative and absolute tolerance ``eps``, for at most
     ``max_iterations`` (a count: the same answer on every machine) and ``time_limit``
     seconds. ``shards`` fixes the summation order, so the
-    answer does not depend on ``threads``."""
+    answer does not depend on ``threads``. ``proto``: the LP's model proto if already built
+    (``mathopt.model_proto(form, factor, integral=False)``, shared with the simplex that
+    races this run in ``solver.backends.lp``)."""
     from ortools.math_opt import parameters_pb2, result_pb2
 
     params = parameters_pb2.SolveParametersProto()
@@ -68,8 +70,9 @@ def run_pdlp(form: Formulation, factor: float, time_limit: float | None, *, eps:
     configure(params.pdlp, eps=eps, iterations=max_iterations, threads=threads, shards=shards,
               smoothing=SMOOTHING)
     _, model_params = mathopt.parameters(None, 0.0, None, form)
-    result = mathopt.run(mathopt.model_proto(form, factor, integral=False), "PDLP", params,
-                         model_params)
+    if proto is None:
+        proto = mathopt.model_proto(form, factor, integral=False)
+    result = mathopt.run(proto, "PDLP", params, model_params)
     converged = result.termination.reason == result_pb2.TERMINATION_REASON_OPTIMAL
     iterations = int(result.solve_stats.first_order_iterations)
     if not result.solutions:

@@ -86,11 +86,15 @@ def restricted_lp(form: Formulation, keep: np.ndarray, factor: float,
                      values=values[:form.num_x]), value, reduced * factor)
 
 
-def solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool) -> LPAnswer:
+def solve_highs_lp(form: Formulation, time_limit: float | None, barrier: bool, *,
+                   proto=None, interrupter=None) -> LPAnswer:
     """The dual simplex (HiGHS' own bound is exact; Glop's comes from ``dual_bound``), or
-    HiGHS' barrier with crossover (module docstring), whose bound comes from ``dual_bound``."""
+    HiGHS' barrier with crossover (module docstring), whose bound comes from ``dual_bound``.
+    ``proto``: the LP's model proto if already built (``mathopt.model_proto(form,
+    objective_factor(form), integral=False)``); ``interrupter`` stops a simplex run on
+    another thread (``solver.backends.lp_race``): its answer is then not to be used."""
     factor = objective_factor(form)
-    run = run_highs(form, factor, time_limit, barrier)
+    run = run_highs(form, factor, time_limit, barrier, proto=proto, interrupter=interrupter)
     if run.infeasible:
         return LPAnswer(None, math.inf)
     if run.duals is None:
@@ -116,24 +120,29 @@ class HighsRun:
 
 
 def run_highs(form: Formulation, factor: float, time_limit: float | None,
-              barrier: bool, glop: bool = True) -> HighsRun:
+              barrier: bool, glop: bool = True, *, proto=None, interrupter=None) -> HighsRun:
     """The barrier (HiGHS), or the dual simplex: Glop's on LPs without memory rows (module
     docstring) unless ``glop`` is false, HiGHS' on the others and wherever Glop ends without
     an optimum."""
     if glop and not barrier and not form.memory_rows and SIMPLEX == "GLOP":
-        run = run_mathopt(form, factor, time_limit, barrier, "GLOP")
+        run = run_mathopt(form, factor, time_limit, barrier, "GLOP", proto=proto,
+                          interrupter=interrupter)
         if run.duals is not None or run.infeasible or run.stopped:
             return run
+        if interrupter is not None and interrupter.interrupted():
+            return HighsRun(stopped=True)
         logger.info("Glop ended the LP without an optimum; HiGHS' dual simplex instead")
-    return run_mathopt(form, factor, time_limit, barrier, "HIGHS")
+    return run_mathopt(form, factor, time_limit, barrier, "HIGHS", proto=proto,
+                       interrupter=interrupter)
 
 
 def run_mathopt(form: Formulation, factor: float, time_limit: float | None, barrier: bool,
-                solver: str) -> HighsRun:
+                solver: str, *, proto=None, interrupter=None) -> HighsRun:
     from ortools.math_opt import parameters_pb2, result_pb2, solution_pb2
 
     started = time.perf_counter()
-    proto = mathopt.model_proto(form, factor, integral=False)
+    if proto is None:
+        proto = mathopt.model_proto(form, factor, integral=False)
     time_limit = mathopt.left(time_limit, started)  # the model's build counts (seconds)
     params, model_params = mathopt.parameters(time_limit, 0.0, None, form)
     if barrier:
@@ -148,7 +157,7 @@ def run_mathopt(form: Formulation, factor: float, time_limit: float | None, barr
             logger.info("barrier stopped at its time limit (%.1f s)", time_limit or 0.0)
             return HighsRun(stopped=True)
     else:
-        result = mathopt.run(proto, solver, params, model_params)
+        result = mathopt.run(proto, solver, params, model_params, interrupter)
     reason = result.termination.reason
     if reason == result_pb2.TERMINATION_REASON_INFEASIBLE:
         return HighsRun(infeasible=True, bound=math.inf)

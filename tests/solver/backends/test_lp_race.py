@@ -1,0 +1,119 @@
+"""The dual simplex raced beside PDLP's capped try (``solver.backends.lp_race``).
+
+Independent truths: the sequential path (the simplex started only after PDLP missed, as
+before the race existed), whose answers the raced path must reproduce to the last bit, and
+exhaustive search of the whole problem (no bound above its optimum, no plan below it).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from solver import solve
+from solver.backends import lp, lp_race, simplex
+from solver.backends.formulation import build
+from solver.compact import build_work, index_work
+from solver.exact import exhaustive
+from tests.solver.backends.test_lp_bound import chain_like, small_problem
+from tests.support.bracket import assert_bracketed
+
+
+def _fields(answer) -> tuple:
+    arrays = tuple(None if a is None else a.tobytes()
+                   for a in (answer.x, answer.weight, answer.duals, answer.values))
+    return (answer.bound, answer.interim, answer.next_is_cheap, *arrays)
+
+
+def _answers(form, race: bool, look: bool, patch: pytest.MonkeyPatch) -> list[tuple]:
+    patch.setattr(lp, "RACE_SIMPLEX", race)
+    patch.setattr(lp, "_threads", 2)  # a second core, even where the tests have one
+    return [_fields(a) for a in lp._pdlp_then_simplex(form, None, 1e-6, look)]
+
+
+def _spy(monkeypatch) -> list[lp_race.SimplexRace]:
+    races: list[lp_race.SimplexRace] = []
+    real = lp_race.SimplexRace.__init__
+
+    def recording(self, solve):
+        real(self, solve)
+        races.append(self)
+
+    monkeypatch.setattr(lp_race.SimplexRace, "__init__", recording)
+    return races
+
+
+@pytest.mark.parametrize("look", [False, True])
+@pytest.mark.parametrize("cap", [1, 64, 1_000_000])
+@pytest.mark.parametrize("make", [small_problem, chain_like])
+@pytest.mark.parametrize("seed", range(3))
+def test_raced_answers_are_the_sequential_ones_bit_for_bit(seed, make, cap, look,
+                                                           monkeypatch):
+    """PDLP converged (cap 1,000,000 on chains) or missed (cap 1 or 64): every answer, its
+    bound, plan, duals and flags, is the sequential path's, and the race really ran."""
+    monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", cap)
+    form = build(index_work(build_work(make(seed))), flow=True)
+    races = _spy(monkeypatch)
+    sequential = _answers(form, False, look, monkeypatch)
+    assert not races
+    raced = _answers(form, True, look, monkeypatch)
+    assert len(races) == 1 and not races[0].running()
+    assert raced == sequential
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_caller_that_stops_at_the_interim_answer_leaves_no_simplex_running(seed,
+                                                                             monkeypatch):
+    """With ``look`` a missed try's point comes first; a caller that proves its plan with it
+    closes the generator, and the racing simplex is interrupted and its thread ended."""
+    monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", 1)
+    monkeypatch.setattr(lp, "_threads", 2)
+    races = _spy(monkeypatch)
+    form = build(index_work(build_work(chain_like(seed))), flow=True)
+    answers = lp._pdlp_then_simplex(form, None, 1e-6, look=True)
+    first = next(answers)
+    assert first.interim
+    answers.close()
+    assert len(races) == 1 and not races[0].running()
+    assert not any(t.name == "simplex-race" for t in threading.enumerate())
+
+
+def test_the_racing_simplex_error_reaches_the_caller_that_uses_its_answer(monkeypatch):
+    """A failure of the simplex on its thread is raised where its answer is asked for, as
+    it would be on the sequential path."""
+    monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", 1)
+    monkeypatch.setattr(lp, "_threads", 2)
+
+    def failing(*args, **kwargs):
+        raise ValueError("simplex failed")
+
+    monkeypatch.setattr(simplex, "solve_highs_lp", failing)
+    form = build(index_work(build_work(small_problem(0))), flow=True)
+    with pytest.raises(ValueError, match="simplex failed"):
+        list(lp._pdlp_then_simplex(form, None, 1e-6))
+
+
+def test_no_race_on_one_core(monkeypatch):
+    """A process with one core for its LPs (``share_cores``) runs the simplex after PDLP."""
+    monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", 1)
+    monkeypatch.setattr(lp, "_threads", 1)
+    races = _spy(monkeypatch)
+    form = build(index_work(build_work(small_problem(1))), flow=True)
+    assert list(lp._pdlp_then_simplex(form, None, 1e-6))
+    assert not races
+
+
+@pytest.mark.parametrize("cap", [1, 1_000_000])
+@pytest.mark.parametrize("seed", range(6))
+def test_solve_with_the_race_is_exact(seed, cap, monkeypatch):
+    """Through ``solve``, the raced mid-size path brackets the exhaustive optimum."""
+    monkeypatch.setattr(lp, "PDLP_TRY_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", cap)
+    monkeypatch.setattr(lp, "_threads", 2)
+    problem = small_problem(seed)
+    _, best = exhaustive(problem)
+    answer = solve(problem, backend="highs")
+    assert_bracketed(problem, answer, best)
+    assert np.isfinite(answer.objective)
