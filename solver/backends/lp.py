@@ -63,10 +63,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from solver.backends import mathopt, simplex
+from solver.backends import lp_race, mathopt, simplex
 from solver.backends.formulation import Formulation, decode_weighted
 from solver.backends.lp_answer import LPAnswer, dual_bound, objective_factor
-from solver.backends.lp_race import SimplexRace
 from solver.backends.pdlp_run import SMOOTHING, PdlpPoint, PdlpRunner
 from solver.solution import OPTIMALITY_GAP
 
@@ -108,8 +107,10 @@ PDLP_TRY_ITERATIONS = 1_024
 # against 0.37-0.43 s); the same iterations and bytes either way (``PDLP_SHARDS``)
 PDLP_TRY_THREADS = 1
 # the dual simplex starts beside the PDLP try on a second core (``lp_race``): the same answer,
-# the miss's time saved
-RACE_SIMPLEX = True
+# the miss's time saved; "always": even where other processes keep every core busy
+RACE_SIMPLEX: bool | str = os.environ.get("SOLVER_RACE_SIMPLEX", "1") != "0"
+if os.environ.get("SOLVER_RACE_SIMPLEX") == "always":
+    RACE_SIMPLEX = "always"
 
 
 def _usable_cores() -> int:
@@ -251,19 +252,24 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float,
 
 
 def _start_simplex_race(form: Formulation, proto, time_limit: float | None,
-                        start: float) -> SimplexRace | None:
+                        start: float) -> lp_race.SimplexRace | None:
     """The dual simplex on a thread of its own beside PDLP's one-thread try
     (:mod:`solver.backends.lp_race`), where this process may use a second core
-    (``share_cores``) and ``RACE_SIMPLEX`` is on; ``None`` otherwise."""
+    (``share_cores``) that no other runnable thread of the machine needs right now
+    (``lp_race.runnable_elsewhere``) and ``RACE_SIMPLEX`` is on; ``None`` otherwise."""
     if not RACE_SIMPLEX or _threads < PDLP_TRY_THREADS + 1:
         return None
+    if RACE_SIMPLEX != "always":
+        busy = lp_race.runnable_elsewhere()
+        if busy is not None and busy + PDLP_TRY_THREADS + 1 > _usable_cores():
+            return None
     limit = mathopt.left(time_limit, start)
-    return SimplexRace(lambda interrupter: simplex.solve_highs_lp(
+    return lp_race.SimplexRace(lambda interrupter: simplex.solve_highs_lp(
         form, limit, barrier=False, proto=proto, interrupter=interrupter))
 
 
 def _after_pdlp(form: Formulation, run, factor: float, time_limit: float | None,
-                start: float, look: bool, race: SimplexRace | None,
+                start: float, look: bool, race: lp_race.SimplexRace | None,
                 proto) -> Iterator[LPAnswer]:
     """``_pdlp_then_simplex``'s answers once PDLP's try ended: the converged point and the
     vertex on its support, or (with ``look``) the missed point as an interim answer and then

@@ -28,7 +28,7 @@ def _fields(answer) -> tuple:
 
 
 def _answers(form, race: bool, look: bool, patch: pytest.MonkeyPatch) -> list[tuple]:
-    patch.setattr(lp, "RACE_SIMPLEX", race)
+    patch.setattr(lp, "RACE_SIMPLEX", "always" if race else False)  # whatever the load
     patch.setattr(lp, "_threads", 2)  # a second core, even where the tests have one
     return [_fields(a) for a in lp._pdlp_then_simplex(form, None, 1e-6, look)]
 
@@ -70,6 +70,7 @@ def test_a_caller_that_stops_at_the_interim_answer_leaves_no_simplex_running(see
     closes the generator, and the racing simplex is interrupted and its thread ended."""
     monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", 1)
     monkeypatch.setattr(lp, "_threads", 2)
+    monkeypatch.setattr(lp, "RACE_SIMPLEX", "always")
     races = _spy(monkeypatch)
     form = build(index_work(build_work(chain_like(seed))), flow=True)
     answers = lp._pdlp_then_simplex(form, None, 1e-6, look=True)
@@ -85,6 +86,7 @@ def test_the_racing_simplex_error_reaches_the_caller_that_uses_its_answer(monkey
     it would be on the sequential path."""
     monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", 1)
     monkeypatch.setattr(lp, "_threads", 2)
+    monkeypatch.setattr(lp, "RACE_SIMPLEX", "always")
 
     def failing(*args, **kwargs):
         raise ValueError("simplex failed")
@@ -95,14 +97,29 @@ def test_the_racing_simplex_error_reaches_the_caller_that_uses_its_answer(monkey
         list(lp._pdlp_then_simplex(form, None, 1e-6))
 
 
-def test_no_race_on_one_core(monkeypatch):
-    """A process with one core for its LPs (``share_cores``) runs the simplex after PDLP."""
+@pytest.mark.parametrize(("threads", "cores", "busy", "races_expected"),
+                         [(1, 2, 0, 0), (2, 2, 0, 1), (2, 2, 1, 0), (2, 4, 2, 1),
+                          (2, 2, None, 1)])
+def test_the_race_runs_only_on_a_spare_core(threads, cores, busy, races_expected,
+                                            monkeypatch):
+    """One core for this process's LPs (``share_cores``), or every other core busy with
+    threads runnable elsewhere: the simplex runs after PDLP, as before. Same answers."""
     monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", 1)
-    monkeypatch.setattr(lp, "_threads", 1)
+    monkeypatch.setattr(lp, "RACE_SIMPLEX", True)
+    monkeypatch.setattr(lp, "_threads", threads)
+    monkeypatch.setattr(lp, "_usable_cores", lambda: cores)
+    monkeypatch.setattr(lp_race, "runnable_elsewhere", lambda: busy)
     races = _spy(monkeypatch)
     form = build(index_work(build_work(small_problem(1))), flow=True)
-    assert list(lp._pdlp_then_simplex(form, None, 1e-6))
-    assert not races
+    answers = [_fields(a) for a in lp._pdlp_then_simplex(form, None, 1e-6)]
+    assert len(races) == races_expected
+    assert answers == [_fields(simplex.solve_highs_lp(form, None, barrier=False))]
+
+
+def test_runnable_elsewhere_reads_the_machine():
+    """A count, never negative, where /proc/loadavg exists; ``None`` where it does not."""
+    busy = lp_race.runnable_elsewhere()
+    assert busy is None or busy >= 0
 
 
 @pytest.mark.parametrize("cap", [1, 1_000_000])
@@ -112,6 +129,7 @@ def test_solve_with_the_race_is_exact(seed, cap, monkeypatch):
     monkeypatch.setattr(lp, "PDLP_TRY_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_TRY_ITERATIONS", cap)
     monkeypatch.setattr(lp, "_threads", 2)
+    monkeypatch.setattr(lp, "RACE_SIMPLEX", "always")
     problem = small_problem(seed)
     _, best = exhaustive(problem)
     answer = solve(problem, backend="highs")
