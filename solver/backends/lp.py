@@ -244,7 +244,7 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float,
         logger.info("PDLP: %d variables, %d iterations%s", form.num_vars, run.iterations,
                     "" if run.converged else ", not converged: the dual simplex instead")
         if run.converged and run.x is not None and run.duals is not None and race is not None:
-            race.cancel()  # before the support LP, which wants the core
+            race.interrupt()  # before the support LP, which wants the core
         yield from _after_pdlp(form, run, factor, time_limit, start, look, race, proto)
     finally:
         if race is not None:

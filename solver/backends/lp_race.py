@@ -75,6 +75,12 @@ class SimplexRace:
         assert self._answer is not None
         return self._answer
 
+    def interrupt(self) -> None:
+        """Tell the simplex to stop, without waiting for it (Glop notices within ~10 ms on
+        an idle core, 40-65 ms on a loaded machine): the caller goes on at once and
+        ``cancel`` later ends the thread."""
+        self._interrupter.interrupt()
+
     def cancel(self) -> None:
         """Stop the simplex (if still running) and wait for its thread: no solver work is
         left behind."""
