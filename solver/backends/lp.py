@@ -13,7 +13,9 @@ OR-Tools' first-order primal-dual method, which needs only matrix-vector product
 
 Mid-size LPs without memory rows (``PDLP_TRY_VARS`` variables and up) try PDLP first, for at
 most ``PDLP_TRY_ITERATIONS``, and go to the dual simplex only if it did not converge
-(:mod:`solver.backends.pdlp_proto` says why, with the measurements).
+(:mod:`solver.backends.pdlp_proto` says why, with the measurements). Where a core is idle the
+simplex starts beside the try on a thread of its own and is interrupted if PDLP converges
+(:mod:`solver.backends.lp_race`): the same answers, a miss no longer paid in wall time.
 
 PDLP runs **without restarts**, up to 5,000 iterations (a count, not a time, so the answer
 stays the same bytes on every machine). On these LPs that is usually 2–4× faster than its

@@ -31,8 +31,10 @@ def _simplex_bound(form) -> float:
 @pytest.mark.parametrize("seed", range(4))
 def test_converged_pdlp_answers_without_the_simplex_on_the_whole_lp(seed, monkeypatch):
     """PDLP converges on these chains: its answer first (the next one cheap), its bound at
-    the dual simplex's LP optimum, and the whole LP never goes to the simplex."""
+    the dual simplex's LP optimum, and the whole LP never goes to the simplex (not raced
+    either: ``test_lp_race`` shows the raced answers are these)."""
     monkeypatch.setattr(lp, "PDLP_TRY_VARS", 0)
+    monkeypatch.setattr(lp, "RACE_SIMPLEX", False)
     ix = index_work(build_work(chain_like(seed)))
     form = build(ix, flow=True)
     optimum = _simplex_bound(form)
