@@ -50,7 +50,8 @@ def test_glop_and_highs_simplex_agree_and_bound_the_optimum(seed, monkeypatch):
     monkeypatch.setattr(simplex, "SIMPLEX", "GLOP")
     solvers = []
     real = simplex.run_mathopt
-    monkeypatch.setattr(simplex, "run_mathopt", lambda *a: solvers.append(a[-1]) or real(*a))
+    monkeypatch.setattr(simplex, "run_mathopt",
+                        lambda *a, **k: solvers.append(a[-1]) or real(*a, **k))
     glop = lp.solve_lp(form, None)
     assert solvers == ["GLOP"]
     assert glop.bound == pytest.approx(highs.bound, rel=1e-8, abs=1e-12)
