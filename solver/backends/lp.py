@@ -242,7 +242,8 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float,
         # iterations) rounded to a plan 5.5e-7 above the optimum; at 1e-7 (832) to it
         run = run_pdlp(form, factor, time_limit, eps=pdlp_tolerance(gap) / 10,
                        max_iterations=PDLP_TRY_ITERATIONS, threads=PDLP_TRY_THREADS,
-                       shards=PDLP_SHARDS, proto=proto)
+                       shards=PDLP_SHARDS, proto=proto,
+                       calling=None if race is None else race.release)
         logger.info("PDLP: %d variables, %d iterations%s", form.num_vars, run.iterations,
                     "" if run.converged else ", not converged: the dual simplex instead")
         if run.converged and run.x is not None and run.duals is not None and race is not None:

@@ -44,17 +44,28 @@ def runnable_elsewhere() -> int | None:
         return None
 
 
-class SimplexRace:
-    """``solve(interrupter)`` on a daemon thread of its own from construction on; ``result``
-    waits for its answer, ``cancel`` interrupts it and waits for the thread to end (an
-    interrupted answer is dropped). An exception of ``solve`` is raised by ``result``."""
+# the longest the simplex waits for ``release`` (PDLP's solve call) before starting anyway
+RELEASE_WAIT_S = 1.0
 
-    __slots__ = ("_answer", "_error", "_interrupter", "_thread")
+
+class SimplexRace:
+    """``solve(interrupter)`` on a daemon thread of its own, from ``release`` on (or
+    ``RELEASE_WAIT_S`` after construction); ``result`` waits for its answer, ``cancel``
+    interrupts it and waits for the thread to end (an interrupted answer is dropped). An
+    exception of ``solve`` is raised by ``result``.
+
+    Why wait for ``release``: converting a model proto for MathOpt holds the GIL (15-34 ms on
+    these LPs), so a simplex thread that starts converting first delays PDLP's own start by
+    as much; PDLP's caller calls ``release`` right before its solve, whose conversion then
+    comes first: the LPs where PDLP converges lose no start time to the race."""
+
+    __slots__ = ("_answer", "_error", "_go", "_interrupter", "_thread")
 
     def __init__(self, solve: Callable[[Any], LPAnswer]) -> None:
         from ortools.util.python.pybind_solve_interrupter import PySolveInterrupter
 
         self._interrupter = PySolveInterrupter()
+        self._go = threading.Event()
         self._answer: LPAnswer | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(solve,), daemon=True,
@@ -62,6 +73,7 @@ class SimplexRace:
         self._thread.start()
 
     def _run(self, solve: Callable[[Any], LPAnswer]) -> None:
+        self._go.wait(RELEASE_WAIT_S)
         try:
             self._answer = solve(self._interrupter)
         except BaseException as error:  # handed to ``result``'s caller, who owns the LP
@@ -75,6 +87,10 @@ class SimplexRace:
         assert self._answer is not None
         return self._answer
 
+    def release(self) -> None:
+        """Let the simplex start (PDLP is about to)."""
+        self._go.set()
+
     def interrupt(self) -> None:
         """Tell the simplex to stop, without waiting for it (Glop notices within ~10 ms on
         an idle core, 40-65 ms on a loaded machine): the caller goes on at once and
@@ -85,6 +101,7 @@ class SimplexRace:
         """Stop the simplex (if still running) and wait for its thread: no solver work is
         left behind."""
         self._interrupter.interrupt()
+        self._go.set()
         self._thread.join()
 
     def running(self) -> bool:

@@ -75,9 +75,10 @@ def parameters(time_limit: float | None, gap: float, hint: np.ndarray | None,
     return params, model_params
 
 
-def run(proto, solver_type: str, params, model_params, interrupter=None):
+def run(proto, solver_type: str, params, model_params, interrupter=None, calling=None):
     """MathOpt's solve of ``proto`` (stopped early when ``interrupter``, a
     ``PySolveInterrupter``, is triggered from another thread; the solve releases the GIL).
+    ``calling``, if given, is called right before the solve (``lp_race.SimplexRace.release``).
     HiGHS may fail with an internal error where it maps a
     solution found on its presolved model back (``HighsMipSolverData::
     transformNewIntegerFeasibleSolution``: a 2-option chain with overlap windows, seed 57 of
@@ -95,6 +96,8 @@ def run(proto, solver_type: str, params, model_params, interrupter=None):
                           interrupter)
 
     try:
+        if calling is not None:
+            calling()
         return solve(params)
     except StatusNotOk:
         if solver_type != "HIGHS" or params.presolve == parameters_pb2.EMPHASIS_OFF:

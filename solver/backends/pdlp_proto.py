@@ -54,14 +54,16 @@ class FirstOrderRun:
 
 
 def run_pdlp(form: Formulation, factor: float, time_limit: float | None, *, eps: float,
-             max_iterations: int, threads: int, shards: int, proto=None) -> FirstOrderRun:
+             max_iterations: int, threads: int, shards: int, proto=None,
+             calling=None) -> FirstOrderRun:
     """PDLP without restarts (primal weight smoothing ``SMOOTHING``) on ``form`` (objective
     scaled by ``factor``) to relative and absolute tolerance ``eps``, for at most
     ``max_iterations`` (a count: the same answer on every machine) and ``time_limit``
     seconds. ``shards`` fixes the summation order, so the
     answer does not depend on ``threads``. ``proto``: the LP's model proto if already built
     (``mathopt.model_proto(form, factor, integral=False)``, shared with the simplex that
-    races this run in ``solver.backends.lp``)."""
+    races this run in ``solver.backends.lp``); ``calling`` is called right before the solve
+    (``mathopt.run``)."""
     from ortools.math_opt import parameters_pb2, result_pb2
 
     params = parameters_pb2.SolveParametersProto()
@@ -72,7 +74,7 @@ def run_pdlp(form: Formulation, factor: float, time_limit: float | None, *, eps:
     _, model_params = mathopt.parameters(None, 0.0, None, form)
     if proto is None:
         proto = mathopt.model_proto(form, factor, integral=False)
-    result = mathopt.run(proto, "PDLP", params, model_params)
+    result = mathopt.run(proto, "PDLP", params, model_params, calling=calling)
     converged = result.termination.reason == result_pb2.TERMINATION_REASON_OPTIMAL
     iterations = int(result.solve_stats.first_order_iterations)
     if not result.solutions:

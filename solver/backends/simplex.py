@@ -129,7 +129,7 @@ def run_highs(form: Formulation, factor: float, time_limit: float | None,
                           interrupter=interrupter)
         if run.duals is not None or run.infeasible or run.stopped:
             return run
-        if interrupter is not None and interrupter.interrupted():
+        if interrupter is not None and interrupter.interrupted:
             return HighsRun(stopped=True)
         logger.info("Glop ended the LP without an optimum; HiGHS' dual simplex instead")
     return run_mathopt(form, factor, time_limit, barrier, "HIGHS", proto=proto,

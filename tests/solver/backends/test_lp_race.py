@@ -135,3 +135,35 @@ def test_solve_with_the_race_is_exact(seed, cap, monkeypatch):
     answer = solve(problem, backend="highs")
     assert_bracketed(problem, answer, best)
     assert np.isfinite(answer.objective)
+
+
+def test_a_race_cancelled_before_its_release_ends_at_once(monkeypatch):
+    """Cancelled while still waiting for PDLP's solve call (PDLP failed before it), the
+    simplex is interrupted before it starts, and the thread ends without the release wait."""
+    monkeypatch.setattr(lp_race, "RELEASE_WAIT_S", 30.0)
+    form = build(index_work(build_work(chain_like(0))), flow=True)
+    started = []
+    race = lp_race.SimplexRace(lambda interrupter: started.append(interrupter.interrupted)
+                               or simplex.solve_highs_lp(form, None, barrier=False,
+                                                         interrupter=interrupter))
+    race.cancel()
+    assert not race.running() and started == [True]
+
+
+def test_an_interrupted_glop_does_not_fall_back_to_highs(monkeypatch):
+    """Glop stopped by the race's interrupter ends without an optimum; that is not the
+    'Glop failed' case, so HiGHS' simplex must not run after it on the racing thread."""
+    from ortools.util.python.pybind_solve_interrupter import PySolveInterrupter
+
+    from solver.backends import lp_answer
+
+    form = build(index_work(build_work(chain_like(1))), flow=True)
+    solvers = []
+    real = simplex.run_mathopt
+    monkeypatch.setattr(simplex, "run_mathopt",
+                        lambda *a, **k: solvers.append(a[-1]) or real(*a, **k))
+    interrupter = PySolveInterrupter()
+    interrupter.interrupt()
+    run = simplex.run_highs(form, lp_answer.objective_factor(form), None, barrier=False,
+                            interrupter=interrupter)
+    assert solvers == ["GLOP"] and run.duals is None and run.stopped
