@@ -55,7 +55,10 @@ PDLP tries that converge), llama3-8b 0.80 -> 0.64 and 0.61 -> 0.77, llama3-70b 1
 and 1.90 -> 1.26 (its periodic LP 2.0 -> 1.27 s and 3.0 -> 2.8 s wall); so it races only where
 no other runnable thread needs the core (``/proc/loadavg``), which on that machine was never:
 gated, gpt2 1.44 -> 1.21, llama3-8b 0.96 -> 0.88, llama3-70b 1.37 -> 1.30 (the sequential
-path, noise and the shared model proto). Every objective identical in all 54 rows. On an idle
+path, noise and the shared model proto); the final code, gated and forced
+(``SOLVER_RACE_SIMPLEX=always``) against 56dae65 in one more round: gpt2 1.16 -> 1.35 and
+1.53 (CPU 1.17 -> 1.23 and 1.61), llama3-8b 0.88 -> 0.88 and 1.01, llama3-70b 1.31 -> 1.21
+and 1.23. Every objective identical in all 81 rows. On an idle
 core the race should take llama3-70b's curves run from 2.85 to ~2.5 s (~1.12 over per-level;
 an estimate from the try's CPU seconds, not measured); ``SOLVER_RACE_SIMPLEX=0`` against the
 default, alternating on a quiet machine, is the measurement to make. gpt2's ratio is PDLP's
