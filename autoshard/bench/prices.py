@@ -58,10 +58,12 @@ gated, gpt2 1.44 -> 1.21, llama3-8b 0.96 -> 0.88, llama3-70b 1.37 -> 1.30 (the s
 path, noise and the shared model proto); the final code, gated and forced
 (``SOLVER_RACE_SIMPLEX=always``) against 56dae65 in one more round: gpt2 1.16 -> 1.35 and
 1.53 (CPU 1.17 -> 1.23 and 1.61), llama3-8b 0.88 -> 0.88 and 1.01, llama3-70b 1.31 -> 1.21
-and 1.23. Every objective identical in all 81 rows. On an idle
-core the race should take llama3-70b's curves run from 2.85 to ~2.5 s (~1.12 over per-level;
-an estimate from the try's CPU seconds, not measured); ``SOLVER_RACE_SIMPLEX=0`` against the
-default, alternating on a quiet machine, is the measurement to make. gpt2's ratio is PDLP's
+and 1.23. Every objective identical in all 81 rows. In the machine's idle moments
+the race took llama3-70b's captured periodic LP from 1.09 to 0.89 s (medians of 16 and 13)
+and cost gpt2's 0.49 -> 0.53 s (one other thread runnable): on the quiet run of 5123963 that
+would make llama3-70b ~1.17 and gpt2 up to ~1.28 (estimates, not a quiet bench run);
+``SOLVER_RACE_SIMPLEX=0`` against the default, alternating on a quiet machine, is the
+measurement to make. gpt2's ratio is PDLP's
 0.25 s on its 55 k-variable LP against Glop's 0.06 s on the baseline's 33 k one: HiGHS' IPM
 without crossover (2.9 s), HiGHS' PDLP (2.3 s) and PDLP on two threads (no faster) do not
 move it.
