@@ -13,12 +13,15 @@ found and made exact; on the shared row the ``on_over_off`` wall and CPU ratios 
 ``step_saved_s``, the per-consumer step minus the shared one (the duplicated reshards the
 default charges twice).
 
-Measured one plan at a time (``autoshard plan ... --training``, a 2-core machine shared with
-three other sessions; docs/solver-backends.md, "Shared reshards"): gpt2 12 layers dp=2,tp=4
-5.3-9.5 s shared against 2.0 s, llama3-8b dp=8,tp=8 12.2-13.4 s against 1.9 s, llama3-70b
-dp=8,tp=8 167 s (proven, step 1.06373 s), mixtral-8x7b dp=2,ep=4,tp=8 24-39 s for a plan
-11.3 % above its bound (its second round is too large to solve:
-``shared_solve.MAX_ROUND_ENTRIES``); the targets are not met.
+Measured (``autoshard -v bench share``, 64faf26, the 2-core machine shared with other
+sessions, medians of 3 or 1 run; wall / CPU seconds, off -> on): gpt2 12 layers dp=2,tp=4
+0.89 -> 5.24 s / 0.87 -> 5.25 s (step 16.671 -> 16.596 ms), llama3-8b dp=8,tp=8 1.18 -> 7.57 s
+/ 1.18 -> 7.54 s (190.479 -> 188.537 ms), llama3-70b dp=8,tp=8 3.07 -> 91.2 s / 3.05 -> 98.7 s
+(1.204892 -> 1.063727 s), all proven optimal; mixtral-8x7b dp=2,ep=4,tp=8 9.99 -> 10.93 s /
+13.8 -> 14.8 s, 261.305 -> 258.176 ms but the shared plan is 11.3 % above its bound, not
+proven (its second round is too large to solve: ``shared_solve.MAX_ROUND_ENTRIES``). The
+targets are not met with sharing on; docs/solver-backends.md ("Shared reshards") has the
+rounds and the levers measured.
 """
 
 from __future__ import annotations
