@@ -24,6 +24,7 @@ BENCHMARKS = {
     "prices": "autoshard.bench.prices",
     "reshard": "autoshard.bench.reshard",
     "scale": "autoshard.bench.scale",
+    "share": "autoshard.bench.share",
     "solver": "autoshard.bench.solver",
     "sweep": "autoshard.bench.sweep",
     "xla-crosscheck": "autoshard.bench.xla_crosscheck",

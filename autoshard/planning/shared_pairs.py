@@ -19,6 +19,25 @@ weights on it, never the mean the ``1/k`` relaxed pricing charges. Measured: the
 of llama3-8b training on dp=8,tp=8 was integral in every round once the pairs it needed were
 pair nodes; with a producer copy holding one 0/1 flag per layout in their place, its first
 plan was 10.8 % above its bound (202.3 against 182.6 ms) and the MIP had to close the rest.
+Why an auxiliary node at all, and why this one. Keeping the per-edge prices and subtracting
+the saving, ``−[v1 and v2 both read ℓ]·r(a, ℓ)``, is a correction that depends on three
+choices (``a``, ``b1``, ``b2``): it is a sum of pairwise terms only when ``r(a, ℓ)`` does not
+depend on ``a``. Write ``g(a, ℓ1, ℓ2) = [ℓ1 = ℓ2 ≠ other]·r(a, ℓ1)`` (``ℓi`` the shared layout
+reader ``i`` reads, or *other*) as ``A(a, ℓ1) + B(a, ℓ2) + C(ℓ1, ℓ2)`` and take differences
+between two producer options ``a, a'`` (``ΔA(ℓ) = A(a, ℓ) − A(a', ℓ)``, likewise ``ΔB``,
+``Δr``): every pair ``ℓ1 ≠ ℓ2`` has ``g = 0``, so ``ΔA(ℓ1) = −ΔB(ℓ2)``; with at least three
+values (``K ≥ 2`` layouts and *other*) each ``ΔA(ℓ)`` equals ``−ΔB`` of two other values, so
+all ``ΔB`` are one ``β`` and all ``ΔA`` are ``−β`` (with ``K = 1``, ``g(other, other) = 0``
+gives ``ΔA(other) = −ΔB(other)`` and the same follows), and then ``Δr(ℓ) = ΔA(ℓ) + ΔB(ℓ) = 0``.
+A reshard's price depends on the layout it starts from, so the term is genuinely three-way:
+a pairwise problem needs an auxiliary node whose option fixes both ``r(a, ·)`` (the
+producer's class) and ``ℓ``, which is this node. Its linearisation with the correction's
+negative coefficient (``s ≤`` each reader's edge marginal of ``(a, ℓ)``, no lower-bound row
+needed in a minimisation) would add no node, but it is a side row over two edges'
+marginals: every solver road (tree DP, exact reductions, periodic aggregation, MIP,
+CP-SAT, ``evaluate``) would need to carry it, where the pair node keeps the problem a plain
+pairwise one that all of them already solve.
+
 The node has at most ``K + 1`` options per producer class, ``K`` the shareable layouts (up to
 24 on a 2-axis mesh); a class gets none for a layout it reaches free or never
 (:func:`pair_options`: 541 of 600 (class, layout) pairs kept for llama3-8b's

@@ -10,14 +10,16 @@ relaxation, bounds the truth: the plan is as proven as the solve was. Before a r
 solved whole, a small solve of it (only the ops around the shares just made exact free)
 may already meet the last round's bound with an answer that undercharges nothing: that
 answer is optimal (:meth:`SharedPricing.repair`). After
-``MAX_ROUNDS`` rounds, or when a producer would need more than ``MAX_EXACT_PER_GROUP`` exact
-layouts, the last answer is returned priced at its truth with the relaxation's bound (a
-feasible plan with a stated gap, not a proof).
+``MAX_ROUNDS`` rounds, when a producer would need more than ``MAX_EXACT_PER_GROUP`` exact
+layouts, or when the next round's problem would hold more than ``MAX_ROUND_ENTRIES`` distinct
+edge-matrix entries, the last answer is returned priced at its truth with the relaxation's
+bound (a feasible plan with a stated gap, not a proof).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -41,12 +43,22 @@ from autoshard.planning.shared_reshards import (
 from autoshard.planning.step import StepProblem
 from autoshard.strategies.derive import Strategy
 
+logger = logging.getLogger(__name__)
+
 MAX_ROUNDS = 4
 MAX_EXACT_PER_GROUP = 4  # a producer copy has 2**k options per producer option
 # the repair's small solve is not periodic: it grows with the layers. Measured (loaded
 # machine): 244 free nodes (gpt2 12 layers, proven) 0.7 s, 360 (llama3-8b) 1.2 s, 550
 # (llama3-8b) 2.9 s, llama3-70b's 7,215 shares 221 s (the round's time limit spent on it)
 MAX_REPAIR_NODES = 400
+# the next round is not solved when its problem's distinct edge-matrix entries (counted once
+# per array: identical layers share theirs) exceed this: its LP would not fit the machine.
+# Measured (one run each, loaded 2-core machine): mixtral-8x7b dp=2,ep=4,tp=8's second round
+# makes 5,322 shares exact (130 pair nodes, 128 producer copies) and grows from 2.5 M to
+# 12.3 M entries (195 M counted per edge); its periodic LP had 3.9 M variables, took ~6 min and
+# 9.3 GB to build, and no plan came within 600 s. The largest round solved in the scale jobs:
+# llama3-70b dp=8,tp=8's second, 0.27 M (proven in 167 s all in); llama3-8b's 0.15 M
+MAX_ROUND_ENTRIES = 5_000_000
 
 
 @dataclass(slots=True, kw_only=True)
@@ -117,17 +129,41 @@ class SharedPricing:
                 return solution, problem
             widest = max((len(g) for g in exact_groups(self.shares, (*self.exact, *extra))),
                          default=0)
-            if len(self.rounds) >= MAX_ROUNDS or widest > MAX_EXACT_PER_GROUP:
+            stop = self.stop_reason(extra, widest)
+            if stop is not None:
                 self.converged = False
+                logger.info("shared reshards: %s", stop)
                 truth = solution.objective + self.shortfall(solution.choices)
                 return dataclasses.replace(
-                    solution, objective=truth, status=solver.SolveStatus.FEASIBLE), problem
+                    solution, objective=truth, status=solver.SolveStatus.FEASIBLE,
+                    restricted=stop), problem
             self.rounds.append(len(extra))
             self.exact = (*self.exact, *extra)
             repaired = self.repair(problem_of, solve, solution, extra)
             if repaired is not None:
                 self.converged = True
                 return repaired
+
+    def stop_reason(self, extra: Sequence[int], widest: int) -> str | None:
+        """Why the rounds stop before making ``extra`` exact (a stated restriction: the
+        plan is priced at its truth and the bound is the last round's), or ``None``."""
+        if len(self.rounds) >= MAX_ROUNDS:
+            why = f"after {MAX_ROUNDS} rounds"
+        elif widest > MAX_EXACT_PER_GROUP:
+            why = f"a producer would need {widest} exact layouts (at most {MAX_EXACT_PER_GROUP})"
+        elif (entries := self.entries((*self.exact, *extra))) > MAX_ROUND_ENTRIES:
+            why = (f"the next round's problem would hold {entries:,} edge-matrix entries "
+                   f"(at most {MAX_ROUND_ENTRIES:,})")
+        else:
+            return None
+        return (f"{len(extra)} shared reshards priced relaxed, not made exact: {why}; "
+                "rerun without --share-reshards for a proven per-consumer plan")
+
+    def entries(self, exact: Sequence[int]) -> int:
+        """The distinct edge-matrix entries of the problem with ``exact`` exact (each array
+        once). The problem is kept (:attr:`built`): the round that solves it reuses it."""
+        edges = self.problem(exact).edges
+        return sum(matrix.size for matrix in {id(m): m for _, _, m in edges}.values())
 
     def settled(self, solution: solver.Solution, problem: solver.ChoiceProblem
                 ) -> solver.Solution:

@@ -103,3 +103,35 @@ def test_a_class_keeps_no_option_for_a_layout_it_reaches_free_or_never() -> None
     cost, _ = pair_node(0, (0, 1), layouts, 3, [e[:3] for e in edges], edges,
                         lambda v, i: targets, {})
     assert cost.tolist() == [3.0, 0.0, 0.0]  # (A, B), (A, other), (B, other)
+
+
+def _pairwise_residual(r: np.ndarray) -> float:
+    """The least-squares residual of ``g(a, l1, l2) = [l1 == l2 != other] * r[a, l1]`` (the
+    saving of one shared reshard; ``l`` in ``0..K``, ``K`` meaning other) fitted by a sum of
+    functions of (a, l1), (a, l2) and (l1, l2): zero exactly when such a sum represents it."""
+    n_a, k = r.shape
+    values = k + 1
+    rows, target = [], []
+    for a, l1, l2 in itertools.product(range(n_a), range(values), range(values)):
+        row = np.zeros(n_a * values * 2 + values * values)
+        row[a * values + l1] = 1.0
+        row[n_a * values + a * values + l2] = 1.0
+        row[2 * n_a * values + l1 * values + l2] = 1.0
+        rows.append(row)
+        target.append(r[a, l1] if l1 == l2 < k else 0.0)
+    design, goal = np.array(rows), np.array(target)
+    fit, *_ = np.linalg.lstsq(design, goal, rcond=None)
+    return float(np.abs(design @ fit - goal).max())
+
+
+@pytest.mark.parametrize("layouts", [1, 2, 4])
+def test_the_saving_of_a_shared_reshard_is_pairwise_only_when_its_price_ignores_the_source(
+        layouts: int) -> None:
+    """The module docstring's argument for the auxiliary node, checked numerically: a
+    reshard price that depends on the producer's option makes the saving a three-way term;
+    one that does not leaves it pairwise (a correction on the readers' edge alone)."""
+    rng = np.random.default_rng(layouts)
+    depends = rng.integers(1, 9, size=(3, layouts)).astype(float)
+    assert _pairwise_residual(depends) > 1e-3
+    same = np.repeat(depends[:1], 3, axis=0)  # every producer option pays the same
+    assert _pairwise_residual(same) < 1e-9

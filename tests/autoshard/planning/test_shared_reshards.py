@@ -183,6 +183,15 @@ def test_the_shared_step_is_the_per_edge_step_with_duplicate_moves_removed(model
     graph, grid = zoo.build(model), autoshard.Mesh.parse(mesh)
     shared = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
     assert shared.objective.optimal
+    assert _step_without_duplicates(shared, graph, grid) == pytest.approx(
+        shared.objective.total_s, rel=1e-9)
+    best_per_edge = autoshard.plan(graph, grid, training=True, overlap="none")
+    assert shared.objective.total_s <= best_per_edge.objective.total_s * (1 + 1e-9)
+
+
+def _step_without_duplicates(shared, graph: OpGraph, grid) -> float:
+    """``shared``'s plan priced per consumer edge (every tensor pinned, sharing off, no
+    overlap), each move kept once per (tensor, src, dst, runs)."""
     per_edge = autoshard.plan(graph, grid, training=True, overlap="none",
                               pins=pins_from_plan(shared, "shared.json"))
     moves: dict[tuple, float] = {}
@@ -190,9 +199,30 @@ def test_the_shared_step_is_the_per_edge_step_with_duplicate_moves_removed(model
         moves.setdefault((record.tensor, record.src, record.dst, record.count),
                          record.count * record.seconds)
     ops = sum(r.count * (r.compute_s + r.comm_s) for r in per_edge.ops.values())
-    assert ops + sum(moves.values()) == pytest.approx(shared.objective.total_s, rel=1e-9)
-    best_per_edge = autoshard.plan(graph, grid, training=True, overlap="none")
-    assert shared.objective.total_s <= best_per_edge.objective.total_s * (1 + 1e-9)
+    return ops + sum(moves.values())
+
+
+def test_a_round_too_large_to_solve_stops_with_its_plan_priced_at_its_truth(monkeypatch
+                                                                            ) -> None:
+    """When the next round's problem would be too large (``MAX_ROUND_ENTRIES``, here 0:
+    every round is), the last answer is returned as a feasible plan, not proven: its step is
+    its truth (the per-edge step with duplicate moves removed), its bound the relaxation's,
+    which bounds the proven optimum."""
+    from autoshard.planning import shared_solve
+
+    graph, grid = zoo.build("transformer"), autoshard.Mesh.parse("dp=2,tp=4")
+    optimum = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
+    assert optimum.objective.optimal and optimum.stats["shared_exact"] > 0  # needs a round
+    monkeypatch.setattr(shared_solve, "MAX_ROUND_ENTRIES", 0)
+    stopped = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
+    assert stopped.objective.status == "feasible" and not stopped.objective.optimal
+    assert stopped.stats["shared_exact"] == 0
+    assert any(note.startswith("search restricted: ") and "edge-matrix entries" in note
+               for note in stopped.notes)  # says what was restricted, and why
+    assert _step_without_duplicates(stopped, graph, grid) == pytest.approx(
+        stopped.objective.total_s, rel=1e-9)
+    assert stopped.objective.lower_bound_s <= optimum.objective.total_s * (1 + 1e-9)
+    assert optimum.objective.total_s <= stopped.objective.total_s * (1 + 1e-9)
 
 
 def test_a_round_proven_by_the_last_bound_is_the_round_solved_whole(monkeypatch) -> None:
