@@ -45,28 +45,18 @@ curves over per-level, wall / CPU, gpt2 1.18 / 1.15, llama3-8b 0.91 / 0.90, llam
 1.31 / 1.26 (llama3-70b curves 3.95 s against 3.03 s). The 10 % target is still not met
 for gpt2 and llama3-70b: what is left is the LP itself.
 
-Session 9 (``docs/solver-backends.md``, "Session 9"): a mid-size LP's dual simplex now races
-PDLP's capped try on a second core when one is idle (``solver.backends.lp_race``; the same
-answers bit for bit, so the same plans). Measured with this bench on a 2-core machine loaded
-by three other sessions (5-9 threads runnable), 56dae65 and the branch alternating, one run
-each: with the race started unconditionally, curves over per-level (wall; CPU) gpt2 1.25 ->
-1.26 and 1.12 -> 1.75 (CPU 1.19 -> 1.55, 1.24 -> 1.59: the racing simplex took the CPU of
-PDLP tries that converge), llama3-8b 0.80 -> 0.64 and 0.61 -> 0.77, llama3-70b 1.27 -> 1.42
-and 1.90 -> 1.26 (its periodic LP 2.0 -> 1.27 s and 3.0 -> 2.8 s wall); so it races only where
-no other runnable thread needs the core (``/proc/loadavg``), which on that machine was never:
-gated, gpt2 1.44 -> 1.21, llama3-8b 0.96 -> 0.88, llama3-70b 1.37 -> 1.30 (the sequential
-path, noise and the shared model proto); the final code, gated and forced
-(``SOLVER_RACE_SIMPLEX=always``) against 56dae65 in one more round: gpt2 1.16 -> 1.35 and
-1.53 (CPU 1.17 -> 1.23 and 1.61), llama3-8b 0.88 -> 0.88 and 1.01, llama3-70b 1.31 -> 1.21
-and 1.23. Every objective identical in all 81 rows. In the machine's idle moments
-the race took llama3-70b's captured periodic LP from 1.09 to 0.89 s (medians of 16 and 13)
-and cost gpt2's 0.49 -> 0.53 s (one other thread runnable): on the quiet run of 5123963 that
-would make llama3-70b ~1.17 and gpt2 up to ~1.28 (estimates, not a quiet bench run);
-``SOLVER_RACE_SIMPLEX=0`` against the default, alternating on a quiet machine, is the
-measurement to make. gpt2's ratio is PDLP's
-0.25 s on its 55 k-variable LP against Glop's 0.06 s on the baseline's 33 k one: HiGHS' IPM
-without crossover (2.9 s), HiGHS' PDLP (2.3 s) and PDLP on two threads (no faster) do not
-move it.
+Session 9 (``docs/solver-backends.md``, "Session 9"): a mid-size LP's dual simplex races
+PDLP's capped try on the second core when one is idle (``solver.backends.lp_race``; the answer
+used is the sequential path's, bit for bit, so the same plans). On a quiet machine, this bench
+with ``SOLVER_RACE_SIMPLEX=0`` and with the default, alternating, two runs each (9e7bb0b):
+llama3-70b curves 3.00 / 3.08 -> 2.79 / 2.83 s wall (periodic LP 1.19 / 1.23 -> 0.96 / 1.00 s),
+ratio 1.29 -> 1.19; gpt2 curves 0.88 / 0.83 -> 0.87 / 0.87 s (periodic LP unchanged,
+0.33 s), ratio 1.21 / 1.20 -> 1.28 / 1.25 (its per-level baseline moved 0.72 / 0.70 ->
+0.68 / 0.70 s); llama3-8b 0.86 / 0.83 -> 0.87 / 0.86. Every objective identical. Under load
+(other threads runnable) it does not race: there the racing simplex took the CPU of PDLP
+tries that converge (gpt2's plan CPU 0.84-0.88 -> 1.16 s). gpt2's ratio is PDLP's 0.25 s on
+its 55 k-variable LP against Glop's 0.06 s on the baseline's 33 k one: HiGHS' IPM without
+crossover (2.9 s), HiGHS' PDLP (2.3 s) and PDLP on two threads (no faster) do not move it.
 """
 
 from __future__ import annotations
