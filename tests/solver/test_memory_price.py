@@ -46,15 +46,23 @@ def assert_brackets(problem: ChoiceProblem, answer: Solution, best: float) -> No
         assert answer.objective == pytest.approx(best, abs=1e-9)
 
 
+def small_optimum(problem: ChoiceProblem, max_product: float) -> float | None:
+    """The exhaustive optimum of ``problem``, or ``None`` when it has more than
+    ``max_product`` plans or none that fits (the instance is then skipped)."""
+    if np.prod(problem.sizes, dtype=float) > max_product:
+        return None
+    try:
+        return exhaustive(problem)[1]
+    except Infeasible:
+        return None
+
+
 def check_from_the_free_optimum(problem: ChoiceProblem, max_product: float) -> None:
     """Solve ``problem`` as the planner does (its optimum without memory rows first, then
     the memory-priced search from it) and check the answer by exhaustive search; instances
     with more than ``max_product`` plans, or none that fits, are skipped."""
-    if np.prod(problem.sizes, dtype=float) > max_product:
-        return
-    try:
-        _, best = exhaustive(problem)
-    except Infeasible:
+    best = small_optimum(problem, max_product)
+    if best is None:
         return
     free = solve(ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
                                blocks=problem.blocks))

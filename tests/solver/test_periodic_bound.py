@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
-from solver import ChoiceProblem, Infeasible, periodic_bound
+from solver import ChoiceProblem, periodic_bound
 from solver.clock import Clock
 from solver.exact import exhaustive
 from solver.memory_price import _PriceSearch, priced_row
 from solver.periodic import find_chain
 from solver.periodic_bound import chain_bound
-from tests.solver.test_memory_price import with_peak_rows
+from tests.solver.test_memory_price import small_optimum, with_peak_rows
 from tests.solver.test_periodic import chain_problem
 
 CASES = [(seed, layers, per_block) for seed in range(8) for layers, per_block in
@@ -61,11 +60,8 @@ def test_priced_bounds_minus_the_price_of_the_limit_bound_the_constrained_optimu
     monkeypatch.setattr(periodic_bound, "PDLP_MIN_VARS", 0)
     problem = with_peak_rows(chain_problem(seed, 5 + seed % 2, 1 + seed % 2, options=3,
                                            rest=1), seed, slack)
-    if np.prod(problem.sizes, dtype=float) > 300_000:
-        return
-    try:
-        _, best = exhaustive(problem)
-    except Infeasible:
+    best = small_optimum(problem, 300_000)
+    if best is None:
         return
     chain = find_chain(ChoiceProblem(node_costs=problem.node_costs, edges=problem.edges,
                                      blocks=problem.blocks))

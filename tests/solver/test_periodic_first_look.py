@@ -12,8 +12,6 @@ plan cheaper than ``T``, and a plan the search calls optimal costs exactly the t
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -30,6 +28,7 @@ from solver.periodic_close import (
     first_look_target,
     kept_after_fixing,
 )
+from tests.solver.test_periodic_caps import _best_periodic
 from tests.solver.test_periodic_close import frustrated_chain, lp_and_duals, overlap_chain
 from tests.support.bracket import assert_bracketed
 
@@ -61,23 +60,6 @@ def random_frustrated_chain(seed: int, layers: int, options: int) -> ChoiceProbl
                          blocks=tuple((first + k,) for k in range(layers)))
 
 
-def best_periodic(problem: ChoiceProblem, chain) -> float:
-    """The cheapest plan whose blocks between the first and the last take the same options,
-    by brute force over the rest, the two end blocks and one interior block."""
-    interior = chain.blocks[1:-1]
-    free = [*chain.rest, *chain.blocks[0], *chain.blocks[-1], *interior[0]]
-    best = np.inf
-    for values in itertools.product(*(range(problem.sizes[i]) for i in free)):
-        plan = [0] * problem.num_nodes
-        for node, value in zip(free, values, strict=True):
-            plan[node] = value
-        for block in interior[1:]:
-            for node, first in zip(block, interior[0], strict=True):
-                plan[node] = plan[first]
-        best = min(best, problem.evaluate(plan))
-    return float(best)
-
-
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), layers=st.integers(4, 6), options=st.integers(2, 3),
        share=st.sampled_from([0.3, 0.5, 0.8]), frustrated=st.booleans())
@@ -99,7 +81,7 @@ def _check_first_look(problem: ChoiceProblem, share: float) -> None:
         return
     assert target >= answer.bound
     assert kept_after_fixing(lp, agg, answer.duals, target) <= int(lp.form.num_vars * share)
-    periodic = best_periodic(problem, chain)
+    periodic = _best_periodic(problem, chain)
     x = first_look_plan(lp, agg, answer.duals, target, None, 0.0)
     if periodic < target - 1e-6:  # that plan's image is among the variables kept
         assert x is not None
