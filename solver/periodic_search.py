@@ -79,8 +79,10 @@ GOOD_ENOUGH_GAP = 5e-3
 RESTRICTION = "identical interior layers take identical strategies"
 # PDLP's interim points (``lp_answers(interim=True)``) are closed by the partial MIP only when
 # fixing leaves at most this many variables: on mixtral-8x7b dp=2,ep=4,tp=8 28 k took 0.35 s
-# and 88 k 3.5 s, while 150 more PDLP iterations take ~1 s and shrink what fixing keeps
-INTERIM_MIP_VARS = 50_000
+# and 88 k 3.5 s, while 150 more PDLP iterations take ~1 s and shrink what fixing keeps; at
+# its early look (``lp.EARLY_LOOK``, 641 iterations) fixing keeps 51,945 and the MIP proves
+# the plan in ~0.8 s on a slow machine, where the next look (1,025) costs ~2.5 s of PDLP
+INTERIM_MIP_VARS = 60_000
 # the same look at a mid-size LP's unconverged PDLP try (``lp_answers(look=True)``), before
 # its dual simplex: llama3-8b dp=8,tp=8 with --share-reshards, fixing kept 3,606 and 7,364 of
 # 77-87 k variables and the MIPs proved the plans in 0.03 and 0.08 s; where the LP optimum is
@@ -143,8 +145,11 @@ class _Search:
         remaining = self.clock.remaining()
         lp_bound, tried, polished = -math.inf, set(), None
         closable = lp.form.num_vars <= MAX_VARS
+        # the early look is not for LPs that carry a memory price (``lp.EARLY_LOOK``): the
+        # memory price's probes are the only ones (``solver.memory_price``)
         for relaxed in lp_answers(lp.form, None if remaining is None else remaining * 2 / 3,
-                                  self.gap, interim=not closable, look=True):
+                                  self.gap, interim=not closable, look=True,
+                                  early=not self.probe):
             self.clock.lap("periodic_lp")
             if relaxed.duals is not None and relaxed.bound >= lp_bound:
                 self.duals, self.weight = relaxed.duals, relaxed.weight

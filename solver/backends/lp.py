@@ -27,7 +27,8 @@ the cap, in 1,472–4,992 iterations.
 A caller that can prove its plan from approximate duals (the periodic search, by reduced-cost
 fixing) may ask for interim answers: PDLP then runs in legs (``PDLP_CHECKS``,
 :mod:`solver.backends.pdlp_run`) and the caller stops it once its plan is proven (mixtral-8x7b
-dp=2,ep=4,tp=8: at 1,025 of the 2,240 iterations it needs to converge).
+dp=2,ep=4,tp=8: at 641 of the 2,240 iterations it needs to converge, with the first leg's
+shorter major period, ``EARLY_LOOK``).
 
 Some LPs never settle without restarts (dp=16,fsdp=2,tp=2: not converged after 20,000
 iterations). Past the cap, PDLP's duals still prove a bound and the simplex on the columns
@@ -68,7 +69,7 @@ import numpy as np
 from solver.backends import lp_race, mathopt, simplex
 from solver.backends.formulation import Formulation, decode_weighted
 from solver.backends.lp_answer import LPAnswer, dual_bound, objective_factor
-from solver.backends.pdlp_run import SMOOTHING, PdlpPoint, PdlpRunner
+from solver.backends.pdlp_run import MAJOR_ITERATIONS, SMOOTHING, PdlpPoint, PdlpRunner
 from solver.solution import OPTIMALITY_GAP
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,19 @@ PDLP_MAX_ITERATIONS = 5_000  # the slowest LP that converges without restarts ne
 # ``mip_bound``) finds and proves the optimum, 0.2613050699 s, after one leg instead of legs
 # of 1,000 and 150 (docs/solver-backends.md)
 PDLP_CHECKS = (1_025, 1_175, 1_325, 1_475, 1_625, 1_775, 1_925)
+# A caller may ask for an earlier first look (``lp_answers(early=True)``): a first leg of
+# ``EARLY_LOOK`` iterations with a major iteration every ``EARLY_MAJOR`` (``pdlp_run.
+# MAJOR_ITERATIONS``: the primal weight re-estimated four times as often), then the legs at
+# ``PDLP_CHECKS`` at PDLP's default period. On Mixtral's LP the duals at 641 iterations are
+# then 8.2e-5 below the optimum (5.2e-2 with every 64; 5.8e-5 at 1,025), fixing keeps 51,945
+# variables and the partial MIP proves the plan (one slow 2-core machine, two runs each:
+# periodic LP 8.72 / 7.56 -> 6.84 / 5.91 s, the same objective and bound). On the plain
+# periodic LPs of llama3.1-405b (484,528 variables) and of llama3-8b-shaped dp=4,fsdp=4,tp=4
+# (not converged in 5,000 either way) the bounds after each leg stay within 1 % of the legs
+# without it. Not for LPs that carry a memory price: on 405b's priced probes PDLP then did not
+# converge in 5,000 (4,997 without) and the job took 234 s instead of 189 (one run each).
+EARLY_LOOK = 641
+EARLY_MAJOR = 16
 # the legs' primal-weight smoothing (``pdlp_run.SMOOTHING``, as for mid-size LPs): on
 # Mixtral's LP at 0.8 the duals' bound is 3.6e-5 below the plan after 1,150 iterations (0.5:
 # 1.5e-3) and x rounds to the plan 1.3e-7 above the optimum, so fixing keeps 24,777 variables
@@ -98,9 +112,18 @@ PDLP_CHECKS = (1_025, 1_175, 1_325, 1_475, 1_625, 1_775, 1_925)
 # layers, not converged at 5,000 either way) ends with its bound 9e-4 lower than at 0.5
 PDLP_LEG_SMOOTHING = SMOOTHING
 # mid-size LPs try PDLP first, for at most this many iterations (module docstring): the
-# tight LPs measured converge in 704 and 832 (``pdlp_run.SMOOTHING``, tolerance 1e-7)
+# tight LPs measured converge in 576 and 608 (``pdlp_run.SMOOTHING``, tolerance 1e-7)
 PDLP_TRY_VARS = 40_000
 PDLP_TRY_ITERATIONS = 1_024
+# the try's major iterations (``pdlp_run.MAJOR_ITERATIONS``), half PDLP's default period: the
+# periodic LPs that converge need fewer iterations (training, measured-curve prices: gpt2 12
+# layers dp=2,tp=4 704 -> 576, dp=2,tp=2 711 -> 448, and dp=4,tp=2 converges in 640 instead of
+# missing the cap; llama3-8b dp=8,tp=8 832 -> 608, 16 layers 768 -> 576), at the same CPU per
+# iteration (medians of 7, one thread: 0.299 -> 0.278, 0.373 -> 0.298, 0.481 -> 0.329, 0.281
+# -> 0.239 s), and the misses (llama3-70b, mixtral-8x7b ep=8,tp=8) miss either way. Every 16
+# cut the iterations further (448, 340, 768, 480) but not the CPU: a termination check (a
+# KKT evaluation) at every major iteration costs as much as the iterations saved
+PDLP_TRY_MAJOR = 32
 # one thread for the mid-size try: on these LPs a second thread costs more in PDLP's
 # per-iteration synchronisation than it saves (CPU seconds of the 1,024-capped try, the
 # periodic LPs of gpt2 12 layers dp=2,tp=4 / llama3-8b / llama3-70b dp=8,tp=8 training under
@@ -147,7 +170,8 @@ def pdlp_tolerance(gap: float) -> float:
 
 
 def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP,
-               interim: bool = False, look: bool = False) -> Iterator[LPAnswer]:
+               interim: bool = False, look: bool = False, early: bool = False
+               ) -> Iterator[LPAnswer]:
     """The LP relaxation of ``form``, cheapest answer first: ask for the next one only when
     the last did not give a plan within ``gap`` of its bound. ``gap`` also sets how exactly
     PDLP solves (``pdlp_tolerance``); the simplex is exact anyway.
@@ -171,7 +195,9 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     yields an ``interim`` answer first: its x and a proven bound from its duals, for a caller
     that can prove its plan with them (reduced-cost fixing) before PDLP finishes. With
     ``look``, a mid-size LP whose PDLP try did not converge does the same before its dual
-    simplex (``_pdlp_then_simplex``)."""
+    simplex (``_pdlp_then_simplex``). With ``early`` as well, the first interim answer comes
+    after ``EARLY_LOOK`` iterations run with a shorter major period (for LPs without a
+    memory price in their objective: see ``EARLY_LOOK``)."""
     if form.num_vars < PDLP_MIN_VARS or form.memory_rows:
         if form.num_vars >= PDLP_TRY_VARS and not form.memory_rows:
             yield from _pdlp_then_simplex(form, time_limit, gap, look)
@@ -180,7 +206,7 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
         return
     start = time.perf_counter()
     if interim:
-        for item in _pdlp_legs(form, time_limit, pdlp_tolerance(gap)):
+        for item in _pdlp_legs(form, time_limit, pdlp_tolerance(gap), early):
             if isinstance(item, LPAnswer):
                 yield item
             else:
@@ -243,7 +269,8 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float,
         run = run_pdlp(form, factor, time_limit, eps=pdlp_tolerance(gap) / 10,
                        max_iterations=PDLP_TRY_ITERATIONS, threads=PDLP_TRY_THREADS,
                        shards=PDLP_SHARDS, proto=proto,
-                       calling=None if race is None else race.release)
+                       calling=None if race is None else race.release,
+                       major=PDLP_TRY_MAJOR)
         logger.info("PDLP: %d variables, %d iterations%s", form.num_vars, run.iterations,
                     "" if run.converged else ", not converged: the dual simplex instead")
         if run.converged and run.x is not None and run.duals is not None and race is not None:
@@ -339,21 +366,25 @@ def _log_pdlp(form: Formulation, point: PdlpPoint, reason: str = "") -> None:
                 point.iterations, point.seconds, reason or point.reason)
 
 
-def _pdlp_legs(form: Formulation, time_limit: float | None, eps: float
+def _pdlp_legs(form: Formulation, time_limit: float | None, eps: float, early: bool = False
                ) -> Iterator[LPAnswer | tuple[LPAnswer, np.ndarray | None, bool]]:
-    """PDLP in legs ending at ``PDLP_CHECKS`` iterations, an interim answer after each leg
-    that has not converged, then the rest up to ``PDLP_MAX_ITERATIONS`` in one leg; the last
-    item is ``_solve_pdlp``'s triple. A caller that stops asking stops PDLP."""
+    """PDLP in legs ending at ``PDLP_CHECKS`` iterations (``early``: a first one at
+    ``EARLY_LOOK`` with a major iteration every ``EARLY_MAJOR``), an interim answer after each
+    leg that has not converged, then the rest up to ``PDLP_MAX_ITERATIONS`` in one leg; the
+    last item is ``_solve_pdlp``'s triple. A caller that stops asking stops PDLP."""
     start = time.perf_counter()
     runner = PdlpRunner(form, objective_factor(form), eps, _threads, PDLP_SHARDS,
                         PDLP_LEG_SMOOTHING)
     point: PdlpPoint | None = None
-    for end in (*(c for c in PDLP_CHECKS if c < PDLP_MAX_ITERATIONS), PDLP_MAX_ITERATIONS):
+    checks = (EARLY_LOOK, *(c for c in PDLP_CHECKS if c > EARLY_LOOK)) if early \
+        else PDLP_CHECKS
+    for end in (*(c for c in checks if c < PDLP_MAX_ITERATIONS), PDLP_MAX_ITERATIONS):
         done = 0 if point is None else point.iterations
         left = mathopt.left(time_limit, start)
         if left is not None and left <= 0 and point is not None:
             break
-        leg = runner.run(end - done, left, point)
+        major = EARLY_MAJOR if early and point is None else MAJOR_ITERATIONS
+        leg = runner.run(end - done, left, point, major)
         if leg is None:
             break
         point = leg

@@ -39,7 +39,7 @@ import numpy as np
 
 from solver.backends import mathopt
 from solver.backends.formulation import Formulation
-from solver.backends.pdlp_run import SMOOTHING, configure
+from solver.backends.pdlp_run import MAJOR_ITERATIONS, SMOOTHING, configure
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -55,22 +55,22 @@ class FirstOrderRun:
 
 def run_pdlp(form: Formulation, factor: float, time_limit: float | None, *, eps: float,
              max_iterations: int, threads: int, shards: int, proto=None,
-             calling=None) -> FirstOrderRun:
+             calling=None, major: int = MAJOR_ITERATIONS) -> FirstOrderRun:
     """PDLP without restarts (primal weight smoothing ``SMOOTHING``) on ``form`` (objective
     scaled by ``factor``) to relative and absolute tolerance ``eps``, for at most
     ``max_iterations`` (a count: the same answer on every machine) and ``time_limit``
-    seconds. ``shards`` fixes the summation order, so the
-    answer does not depend on ``threads``. ``proto``: the LP's model proto if already built
-    (``mathopt.model_proto(form, factor, integral=False)``, shared with the simplex that
-    races this run in ``solver.backends.lp``); ``calling`` is called right before the solve
-    (``mathopt.run``)."""
+    seconds, with a major iteration every ``major`` (``pdlp_run.MAJOR_ITERATIONS``).
+    ``shards`` fixes the summation order, so the answer does not depend on ``threads``.
+    ``proto``: the LP's model proto if already built (``mathopt.model_proto(form, factor,
+    integral=False)``, shared with the simplex that races this run in
+    ``solver.backends.lp``); ``calling`` is called right before the solve (``mathopt.run``)."""
     from ortools.math_opt import parameters_pb2, result_pb2
 
     params = parameters_pb2.SolveParametersProto()
     if time_limit is not None:
         params.time_limit.FromNanoseconds(int(max(time_limit, 0.01) * 1e9))
     configure(params.pdlp, eps=eps, iterations=max_iterations, threads=threads, shards=shards,
-              smoothing=SMOOTHING)
+              smoothing=SMOOTHING, major=major)
     _, model_params = mathopt.parameters(None, 0.0, None, form)
     if proto is None:
         proto = mathopt.model_proto(form, factor, integral=False)

@@ -31,18 +31,30 @@ ADAPTIVE_RESTARTS = 3
 # 1,152 at 0.5; 0.7 and 0.9 in between), and the legs on Mixtral's 754,880-variable LP prove
 # its plan at 1,150 iterations instead of 1,450 (``solver.backends.lp``).
 SMOOTHING = 0.8
+# Iterations between PDLP's major iterations (its default, 64). Without restarts a major
+# iteration is where PDLP re-estimates the primal weight (from how far the primal and dual
+# iterates moved since the last one, smoothed by ``SMOOTHING``), resets its running average
+# and checks termination (``Solver::MajorIterationAndTerminationCheck`` and
+# ``ChooseRestartToApply`` in OR-Tools' ortools/pdlp/primal_dual_hybrid_gradient.cc, v9.15:
+# ``NO_RESTARTS`` answers every major iteration with ``RESTART_CHOICE_WEIGHTED_AVERAGE_RESET``).
+# A shorter period adapts the weight sooner; whether that pays depends on the LP (measured
+# where it is used: ``solver.backends.lp``).
+MAJOR_ITERATIONS = 64
 
 
 def configure(params, *, eps: float, iterations: int, threads: int, shards: int,
-              smoothing: float, restarts: int = NO_RESTARTS) -> None:
+              smoothing: float, restarts: int = NO_RESTARTS,
+              major: int = MAJOR_ITERATIONS) -> None:
     """Fill a ``PrimalDualHybridGradientParams`` the same way on both PDLP roads (its own
     binding here, MathOpt's proto in ``solver.backends.pdlp_proto``): no restarts (unless
     ``restarts`` says otherwise), a fixed summation order (``shards``), tolerance ``eps``, at
-    most ``iterations``."""
+    most ``iterations``, a major iteration every ``major`` (termination checked there)."""
     params.num_threads = threads
     params.num_shards = shards
     params.restart_strategy = restarts
     params.primal_weight_update_smoothing = smoothing
+    params.major_iteration_frequency = major
+    params.termination_check_frequency = major
     criteria = params.termination_criteria
     criteria.simple_optimality_criteria.eps_optimal_relative = eps
     criteria.simple_optimality_criteria.eps_optimal_absolute = eps
@@ -85,16 +97,17 @@ class PdlpRunner:
         self.rows, self.cols = form.row_lo.size, form.num_vars
         self.restarts = restarts  # PDLP's restart strategy (``NO_RESTARTS`` but for bounds)
 
-    def run(self, iterations: int, time_limit: float | None, start: PdlpPoint | None
-            ) -> PdlpPoint | None:
-        """A leg of at most ``iterations`` iterations from ``start`` (``None``: from zero);
-        ``None`` when PDLP refused the input."""
+    def run(self, iterations: int, time_limit: float | None, start: PdlpPoint | None,
+            major: int = MAJOR_ITERATIONS) -> PdlpPoint | None:
+        """A leg of at most ``iterations`` iterations from ``start`` (``None``: from zero),
+        with a major iteration every ``major``; ``None`` when PDLP refused the input."""
         from ortools.pdlp import solve_log_pb2, solvers_pb2
         from ortools.pdlp.python import pdlp
 
         params = solvers_pb2.PrimalDualHybridGradientParams()
         configure(params, eps=self.eps, iterations=iterations, threads=self.threads,
-                  shards=self.shards, smoothing=self.smoothing, restarts=self.restarts)
+                  shards=self.shards, smoothing=self.smoothing, restarts=self.restarts,
+                  major=major)
         if time_limit is not None:
             params.termination_criteria.time_sec_limit = max(time_limit, 0.01)
         initial = None

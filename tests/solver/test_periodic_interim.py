@@ -19,9 +19,11 @@ from tests.support.bracket import assert_bracketed
 # interim answers early (the last leg runs to the cap in one go, so short legs cannot stop
 # PDLP converging); the chains below converge in a few hundred iterations
 CHECKS = (16, 32, 48)
+EARLY = 8  # the first leg's end where the caller asks for an early look (``lp.EARLY_LOOK``)
 # a mid-size LP's PDLP try cut short (``lp.PDLP_TRY_ITERATIONS``): on chain_like's LPs the
-# duals' bound is then 0.1-0.8 % below the optimum, not converged
-LOOK_ITERATIONS = 192
+# duals' bound is then 0.04-0.8 % below the optimum, not converged (with the try's major
+# period, ``lp.PDLP_TRY_MAJOR``, they converge in 187-292 iterations)
+LOOK_ITERATIONS = 128
 
 
 def _lp_optimum(form) -> float:
@@ -58,6 +60,72 @@ def test_pdlp_legs_bound_below_the_lp_optimum_and_reach_it(seed, monkeypatch) ->
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_an_early_look_bounds_below_the_lp_optimum_and_the_legs_still_reach_it(
+        seed, monkeypatch) -> None:
+    """``early``: the first leg ends at ``EARLY_LOOK`` with a shorter major period, the rest
+    as before; every bound stays below the simplex's LP optimum and PDLP still converges to
+    it."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
+    monkeypatch.setattr(lp, "EARLY_LOOK", EARLY)
+    _, form, optimum, tolerance = _chain_lp(seed)
+    answers = list(lp.lp_answers(form, None, gap=1e-6, interim=True, early=True))
+    interim = [a for a in answers if a.interim]
+    assert len(interim) == 1 + len(CHECKS)  # the early look, then every check
+    assert all(a.bound <= optimum + tolerance for a in answers)
+    final = [a for a in answers if not a.interim]
+    assert final[0].next_is_cheap
+    assert final[0].bound == pytest.approx(optimum, rel=1e-5, abs=1e-9)
+
+
+def test_the_early_leg_is_pdlp_with_the_shorter_major_period(monkeypatch) -> None:
+    """The early look's point is the one PDLP gives after ``EARLY_LOOK`` iterations with a
+    major iteration every ``EARLY_MAJOR`` (a run of its own, bit for bit), and not the one
+    PDLP's default period gives."""
+    from solver.backends.pdlp_run import PdlpRunner
+
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "EARLY_LOOK", 40)
+    _, form, _, _ = _chain_lp(0)
+    first = next(lp.lp_answers(form, None, gap=1e-6, interim=True, early=True))
+    assert first.interim
+    runner = PdlpRunner(form, lp_answer.objective_factor(form), lp.pdlp_tolerance(1e-6),
+                        lp._threads, lp.PDLP_SHARDS, lp.PDLP_LEG_SMOOTHING)
+    short = runner.run(40, None, None, lp.EARLY_MAJOR)
+    default = runner.run(40, None, None)
+    assert short is not None and default is not None
+    assert first.values is not None
+    assert first.values.tobytes() == short.primal[:form.num_x].tobytes()
+    assert short.primal.tobytes() != default.primal.tobytes()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_default_major_period_is_pdlps_own(seed) -> None:
+    """``configure`` states the major period and termination checks explicitly; at
+    ``MAJOR_ITERATIONS`` PDLP runs exactly as with its own defaults (the same iterate, bit
+    for bit), so the roads that keep the default are unchanged."""
+    from ortools.pdlp import solvers_pb2
+    from ortools.pdlp.python import pdlp
+
+    from solver.backends.pdlp_run import MAJOR_ITERATIONS, PdlpRunner, configure
+
+    form = build(index_work(build_work(chain_like(seed))), flow=True)
+    runner = PdlpRunner(form, lp_answer.objective_factor(form), 1e-6, 1, lp.PDLP_SHARDS)
+    ours = solvers_pb2.PrimalDualHybridGradientParams()
+    configure(ours, eps=1e-6, iterations=300, threads=1, shards=lp.PDLP_SHARDS,
+              smoothing=0.5, major=MAJOR_ITERATIONS)
+    theirs = solvers_pb2.PrimalDualHybridGradientParams()
+    configure(theirs, eps=1e-6, iterations=300, threads=1, shards=lp.PDLP_SHARDS,
+              smoothing=0.5)
+    theirs.ClearField("major_iteration_frequency")
+    theirs.ClearField("termination_check_frequency")
+    a = pdlp.primal_dual_hybrid_gradient(runner.program, ours)
+    b = pdlp.primal_dual_hybrid_gradient(runner.program, theirs)
+    assert a.solve_log.iteration_count == b.solve_log.iteration_count
+    assert bytes(memoryview(a.primal_solution)) == bytes(memoryview(b.primal_solution))
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_legs_resumed_with_their_primal_weight_converge_as_one_leg_does(seed) -> None:
     """PDLP resumed leg after leg (150 iterations each: ``PDLP_CHECKS``' spacing) from the
     last leg's point and primal weight converges within one leg of the iterations a single
@@ -85,6 +153,7 @@ def test_interim_answers_keep_the_periodic_answer_bracketed(seed, monkeypatch) -
     answer is still bracketed by the exhaustive optimum, and one called optimal is it."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
+    monkeypatch.setattr(lp, "EARLY_LOOK", EARLY)
     monkeypatch.setattr(periodic_search, "MAX_VARS", 0)  # the PDLP road of large LPs
     looks = []
     real = periodic_search._Search.interim
@@ -102,6 +171,7 @@ def test_some_chain_is_proven_at_an_interim_point(monkeypatch) -> None:
     the gap before PDLP converges, and the plan it proves is the exhaustive optimum."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
+    monkeypatch.setattr(lp, "EARLY_LOOK", EARLY)
     monkeypatch.setattr(periodic_search, "MAX_VARS", 0)
     assert _proven_at_a_look(lambda: _interim_verdicts(monkeypatch))
 
