@@ -112,18 +112,16 @@ EARLY_MAJOR = 16
 # layers, not converged at 5,000 either way) ends with its bound 9e-4 lower than at 0.5
 PDLP_LEG_SMOOTHING = SMOOTHING
 # mid-size LPs try PDLP first, for at most this many iterations (module docstring): the
-# tight LPs measured converge in 576 and 608 (``pdlp_run.SMOOTHING``, tolerance 1e-7)
+# tight LPs measured converge in 704 and 832 (``pdlp_run.SMOOTHING``, tolerance 1e-7)
 PDLP_TRY_VARS = 40_000
 PDLP_TRY_ITERATIONS = 1_024
-# the try's major iterations (``pdlp_run.MAJOR_ITERATIONS``), half PDLP's default period: the
-# periodic LPs that converge need fewer iterations (training, measured-curve prices: gpt2 12
-# layers dp=2,tp=4 704 -> 576, dp=2,tp=2 711 -> 448, and dp=4,tp=2 converges in 640 instead of
-# missing the cap; llama3-8b dp=8,tp=8 832 -> 608, 16 layers 768 -> 576), at the same CPU per
-# iteration (medians of 7, one thread: 0.299 -> 0.278, 0.373 -> 0.298, 0.481 -> 0.329, 0.281
-# -> 0.239 s), and the misses (llama3-70b, mixtral-8x7b ep=8,tp=8) miss either way. Every 16
-# cut the iterations further (448, 340, 768, 480) but not the CPU: a termination check (a
-# KKT evaluation) at every major iteration costs as much as the iterations saved
-PDLP_TRY_MAJOR = 32
+# the try keeps PDLP's default major period (``pdlp_run.MAJOR_ITERATIONS``). Every 32 cut the
+# iterations of every periodic LP that converges (training, measured-curve prices: gpt2 12
+# layers dp=2,tp=4 704 -> 576, llama3-8b dp=8,tp=8 832 -> 608; gpt2's plan ratio to per-level
+# prices 1.23 -> 1.18), but the look at a try that misses got worse where it matters most:
+# llama3-8b dp=8,tp=8 with --share-reshards, second round, fixing kept 13,018 variables
+# instead of 3,606, past ``LOOK_MIP_VARS``, and the dual simplex ran (plan CPU 12.1 -> 17.2 s;
+# docs/solver-backends.md, "Session 10")
 # one thread for the mid-size try: on these LPs a second thread costs more in PDLP's
 # per-iteration synchronisation than it saves (CPU seconds of the 1,024-capped try, the
 # periodic LPs of gpt2 12 layers dp=2,tp=4 / llama3-8b / llama3-70b dp=8,tp=8 training under
@@ -269,8 +267,7 @@ def _pdlp_then_simplex(form: Formulation, time_limit: float | None, gap: float,
         run = run_pdlp(form, factor, time_limit, eps=pdlp_tolerance(gap) / 10,
                        max_iterations=PDLP_TRY_ITERATIONS, threads=PDLP_TRY_THREADS,
                        shards=PDLP_SHARDS, proto=proto,
-                       calling=None if race is None else race.release,
-                       major=PDLP_TRY_MAJOR)
+                       calling=None if race is None else race.release)
         logger.info("PDLP: %d variables, %d iterations%s", form.num_vars, run.iterations,
                     "" if run.converged else ", not converged: the dual simplex instead")
         if run.converged and run.x is not None and run.duals is not None and race is not None:

@@ -21,9 +21,8 @@ from tests.support.bracket import assert_bracketed
 CHECKS = (16, 32, 48)
 EARLY = 8  # the first leg's end where the caller asks for an early look (``lp.EARLY_LOOK``)
 # a mid-size LP's PDLP try cut short (``lp.PDLP_TRY_ITERATIONS``): on chain_like's LPs the
-# duals' bound is then 0.04-0.8 % below the optimum, not converged (with the try's major
-# period, ``lp.PDLP_TRY_MAJOR``, they converge in 187-292 iterations)
-LOOK_ITERATIONS = 128
+# duals' bound is then 0.1-0.8 % below the optimum, not converged
+LOOK_ITERATIONS = 192
 
 
 def _lp_optimum(form) -> float:
