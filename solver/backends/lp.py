@@ -117,8 +117,8 @@ PDLP_TRY_VARS = 40_000
 PDLP_TRY_ITERATIONS = 1_024
 # the try keeps PDLP's default major period (``pdlp_run.MAJOR_ITERATIONS``). Every 32 cut the
 # iterations of every periodic LP that converges (training, measured-curve prices: gpt2 12
-# layers dp=2,tp=4 704 -> 576, llama3-8b dp=8,tp=8 832 -> 608; gpt2's plan ratio to per-level
-# prices 1.23 -> 1.18), but the look at a try that misses got worse where it matters most:
+# layers dp=2,tp=4 704 -> 576, llama3-8b dp=8,tp=8 832 -> 608: a few hundredths of a second
+# of CPU), but the look at a try that misses got worse where it matters most:
 # llama3-8b dp=8,tp=8 with --share-reshards, second round, fixing kept 13,018 variables
 # instead of 3,606, past ``LOOK_MIP_VARS``, and the dual simplex ran (plan CPU 12.1 -> 17.2 s;
 # docs/solver-backends.md, "Session 10")
