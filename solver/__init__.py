@@ -23,6 +23,7 @@ from solver.errors import (
 )
 from solver.problem import ChoiceProblem, Stream, Window
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStats, SolveStatus
+from solver.span_rows import Span, SpanRows
 
 __all__ = [
     "BACKENDS",
@@ -37,6 +38,8 @@ __all__ = [
     "SolveStats",
     "SolveStatus",
     "SolverError",
+    "Span",
+    "SpanRows",
     "Stream",
     "UnknownBackendError",
     "Window",

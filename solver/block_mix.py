@@ -51,28 +51,6 @@ def _unit_of(problem: ChoiceProblem, units: Sequence[Sequence[int]]) -> np.ndarr
     return unit
 
 
-def _memory_deltas(problem: ChoiceProblem, unit: np.ndarray, count: int,
-                   cheap: np.ndarray, fitting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per memory row, its sum under ``fitting`` and, per unit, what switching that unit to
-    ``cheap`` adds to it (a dense rows x units matrix)."""
-    sums = problem.compiled_rows()  # shared with the problem's own evaluations
-    base = sums.sums(fitting)
-    deltas = np.zeros((sums.rows, count))
-    if not sums.nodes.size:
-        return base, deltas
-    per_term = (sums.values[sums.offsets + cheap[sums.nodes]]
-                - sums.values[sums.offsets + fitting[sums.nodes]])
-    moving = np.flatnonzero(per_term[sums.occurrences] != 0.0)
-    if moving.size:
-        lengths = np.diff(np.append(sums.starts, sums.occurrences.size))
-        row = np.repeat(sums.filled, lengths)[moving]
-        term = sums.occurrences[moving]
-        flat = np.bincount(row * count + unit[sums.nodes[term]], weights=per_term[term],
-                           minlength=sums.rows * count)
-        deltas = flat.reshape(sums.rows, count)
-    return base, deltas
-
-
 def _costs(problem: ChoiceProblem, unit: np.ndarray, count: int, cheap: np.ndarray,
            fitting: np.ndarray) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray]]:
     """Linear coefficients per unit and the 2x2 table (rows: unit u fitting/cheap, columns:
@@ -104,7 +82,8 @@ def _memory_constraint(problem: ChoiceProblem, unit: np.ndarray, count: int,
     each kept once, in units of the limit (matrix, upper bounds); ``None`` when none
     can."""
     limit = float(problem.memory_limit)
-    base, deltas = _memory_deltas(problem, unit, count, cheap, fitting)
+    # shared with the problem's own evaluations
+    base, deltas = problem.compiled_rows().switch_deltas(unit, count, cheap, fitting)
     binding = base + np.maximum(deltas, 0.0).sum(axis=1) > limit
     kept = np.unique(np.column_stack((deltas[binding], base[binding])), axis=0)
     if not kept.size:

@@ -33,7 +33,8 @@ and the junctions: what is left is the periodic LP's own gap at the price. A gap
 ``TIGHTEN_GAP`` then gets one more look at the bound at the last cut's price: the periodic
 LP alone, by PDLP with adaptive restarts (:func:`_tighten`, :mod:`solver.periodic_bound`).
 The probes themselves stop after their first LP when it is PDLP's (``solve_periodic(probe=
-True)``): the mix, not a polish, is what improves their plans.
+True)``): the mix, not a polish, is what improves their plans; and those before the first cut,
+which only look for where plans start to fit, stop PDLP sooner (``EXPLORE_PDLP_ITERATIONS``).
 
 The bound is valid whatever price was tried; only the gap says how good the plan is. The caller
 decides whether a gap is small enough or the tied search must still run.
@@ -78,6 +79,14 @@ CUT_SETTLED = 0.02
 # GOOD_ENOUGH_GAP, at which each probe stops, so that a search whose gap lands just under
 # the bar (llama3.1-405b: 0.49-0.56 % in four runs) gets it too
 TIGHTEN_GAP = GOOD_ENOUGH_GAP / 2
+# The probes before the first cut (the ceiling and the growing prices) only have to say whether
+# their price makes a plan fit and leave a line for the cuts; their PDLP stops one leg after
+# the interim looks (``lp.PDLP_CHECKS``) instead of at ``lp.PDLP_MAX_ITERATIONS``, the cuts'
+# cap. llama3.1-405b's probe at 0.001027 s/GB, near the free optimum: 5,000 iterations (26 s)
+# did not converge, and its support LP then had no value, so the barrier ran too (49.5 s in
+# all); at 2,075 (10 s) the support LP had one, the probe took 21 s, and its plan (1.50571 s,
+# does not fit) and bound (1.41219 s) were those of the 5,000-iteration run to 1e-5
+EXPLORE_PDLP_ITERATIONS = 2_075
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +119,7 @@ def priced_row(problem: ChoiceProblem, chain: Chain, index: int | None = None
     if not rows:
         return None
     if index is None:
-        index = int(np.argmax([sum(float(vec.min()) for _, vec in row) for row in rows]))
+        index = int(np.argmax(problem.compiled_rows().least_sums()))
     coefficients = [np.zeros(size) for size in problem.sizes]
     for node, vec in rows[index]:
         coefficients[node] = coefficients[node] + vec
@@ -153,8 +162,9 @@ class _PriceSearch:
         return ChoiceProblem(node_costs=costs, edges=self.problem.edges,
                              windows=self.problem.windows, blocks=self.problem.blocks)
 
-    def probe(self, price: float) -> Probe | None:
-        """Solve the chain with memory priced at ``price`` seconds per byte."""
+    def probe(self, price: float, pdlp_iterations: int | None = None) -> Probe | None:
+        """Solve the chain with memory priced at ``price`` seconds per byte (PDLP capped at
+        ``pdlp_iterations`` on the large-LP road; ``None``: the periodic search's own cap)."""
         remaining = self.clock.remaining()
         if remaining is not None and remaining <= 0:
             return None
@@ -165,7 +175,7 @@ class _PriceSearch:
         sub = Clock(remaining if remaining is None or not self.probes
                     else remaining * PROBE_SHARE)
         answer = solve_periodic(priced, self.chain, sub, max(self.gap, GOOD_ENOUGH_GAP),
-                                sizes_of(priced), probe=True)
+                                sizes_of(priced), probe=True, pdlp_iterations=pdlp_iterations)
         self.clock.phases.extend((f"priced_{name}", s) for name, s in answer.stats.seconds)
         self.clock.mark = sub.mark
         choices = answer.choices
@@ -201,14 +211,14 @@ class _PriceSearch:
         grow the price from low until a plan fits, and cut the dual where the lines of the
         cheapest fitting and the last non-fitting plan cross (the free optimum ``free``, at
         price 0, is the first non-fitting plan when the caller has it)."""
-        ceiling = self.probe(scale * PRICE_CEILING)
+        ceiling = self.probe(scale * PRICE_CEILING, EXPLORE_PDLP_ITERATIONS)
         if ceiling is None or not ceiling.fits:
             return
         price, low = scale * PRICE_START, None if free is None else self.free(free)
         if low is not None:
             self.probes.append(low)  # a cheap side for the block-by-block mix too
         while len(self.probes) < MAX_PROBES and price < ceiling.price:
-            found = self.probe(price)
+            found = self.probe(price, EXPLORE_PDLP_ITERATIONS)
             if found is None:
                 return
             if found.fits:

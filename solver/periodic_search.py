@@ -115,6 +115,7 @@ class _Search:
     duals: np.ndarray | None = None  # row multipliers of the last LP's best bound
     weight: np.ndarray | None = None  # that answer's x of each LP node's chosen option
     probe: bool = False  # a caller's probe: no polish of all the rest after PDLP (solve_periodic)
+    pdlp_iterations: int | None = None  # PDLP's cap on the large-LP road (None: lp's own)
 
     def done(self, gap: float) -> bool:
         return self.best is not None and closed(self.best_value, self.bound, gap)
@@ -149,7 +150,8 @@ class _Search:
         # memory price's probes are the only ones (``solver.memory_price``)
         for relaxed in lp_answers(lp.form, None if remaining is None else remaining * 2 / 3,
                                   self.gap, interim=not closable, look=True,
-                                  early=not self.probe):
+                                  early=not self.probe,
+                                  max_iterations=self.pdlp_iterations):
             self.clock.lap("periodic_lp")
             if relaxed.duals is not None and relaxed.bound >= lp_bound:
                 self.duals, self.weight = relaxed.duals, relaxed.weight
@@ -359,7 +361,8 @@ class _Search:
 
 
 def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
-                   before: Sizes, probe: bool = False) -> Solution:
+                   before: Sizes, probe: bool = False,
+                   pdlp_iterations: int | None = None) -> Solution:
     """The chain's periodic LP with one, then two distinct blocks at each end; the tied search
     only when neither gives a plan within ``GOOD_ENOUGH_GAP`` (see the module docstring).
 
@@ -368,8 +371,11 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
     plans: no polish of all the rest and no LP with two distinct end blocks. On
     llama3.1-405b's probe at the lowest price that polish took 17-29 s in four runs and left
     the plan as it was (1.60459 priced, as logged), and without it the LP with two distinct
-    end blocks (786,968 variables) took the rest of the probe's time for a bound of 0.95."""
-    search, after = _Search(problem, chain, clock, gap, probe=probe), before
+    end blocks (786,968 variables) took the rest of the probe's time for a bound of 0.95.
+    ``pdlp_iterations`` caps PDLP on that road (a probe that only explores asks for fewer).
+    """
+    search, after = _Search(problem, chain, clock, gap, probe=probe,
+                            pdlp_iterations=pdlp_iterations), before
     on_pdlp = False  # the last LP was PDLP's
     for ends in PERIODIC_ENDS:
         if len(chain.blocks) - 2 * ends < 2 or (search.best is not None and clock.expired()):

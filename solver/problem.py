@@ -24,6 +24,7 @@ import numpy as np
 
 from solver.errors import InvalidProblemError, NoFiniteOptionError
 from solver.row_sums import RowSums
+from solver.span_rows import SpanRows, SpanSums
 
 Edge = tuple[int, int, np.ndarray]
 Term = tuple[int, np.ndarray]
@@ -128,6 +129,8 @@ class ChoiceProblem:
         memory_limit: bytes; ``None`` means unconstrained.
         groups: lists of nodes that must take the same option index.
         liveness: per time step, ``(node, vector)`` terms; each step's sum must fit the limit.
+            A :class:`~solver.span_rows.SpanRows` gives the same rows as spans of steps
+            (a term alive over consecutive steps), checked and evaluated per span.
         windows: costs of concurrent work (see the module docstring), added to the objective.
         blocks: a claim that the problem is a chain of repeated blocks (a model's layers):
             ``blocks[k][r]`` is the r-th node of block k, blocks in chain order, every block
@@ -148,7 +151,7 @@ class ChoiceProblem:
     node_memory: tuple[np.ndarray, ...] | None = None
     memory_limit: float | None = None
     groups: tuple[tuple[int, ...], ...] | None = None
-    liveness: tuple[tuple[Term, ...], ...] | None = None
+    liveness: tuple[tuple[Term, ...], ...] | SpanRows | None = None
     blocks: tuple[tuple[int, ...], ...] | None = None
     windows: tuple[Window, ...] = ()
 
@@ -246,6 +249,11 @@ class ChoiceProblem:
     def _liveness(self, sizes: list[int]) -> tuple[tuple[Term, ...], ...] | None:
         if self.liveness is None:
             return None
+        if isinstance(self.liveness, SpanRows):
+            problem = self.liveness.check(sizes)
+            if problem is not None:
+                raise InvalidProblemError(problem)
+            return self.liveness
         if isinstance(self.liveness, _CheckedRows) and self.liveness.sizes == tuple(sizes):
             return self.liveness  # checked when an earlier problem was built from them
         steps = []
@@ -352,25 +360,28 @@ class ChoiceProblem:
     def sizes(self) -> tuple[int, ...]:
         return tuple(c.size for c in self.node_costs)
 
-    def memory_rows(self) -> list[Sequence[Term]]:
+    def memory_rows(self) -> Sequence[Sequence[Term]]:
         """The memory constraint as rows of terms, each row's sum ≤ the limit (the rows are
-        shared, not copied: 45 M terms on llama3.1-405b)."""
+        shared, not copied: 45 M terms on llama3.1-405b; rows given as spans are built
+        only as they are read)."""
+        if isinstance(self.liveness, SpanRows):
+            return self.liveness
         if self.liveness is not None:
             return list(self.liveness)
         if self.node_memory is not None:
             return [list(enumerate(self.node_memory))]
         return []
 
-    def compiled_rows(self) -> RowSums:
-        """Every memory row compiled (:class:`RowSums`): the rows' own cached copy when they
-        were checked, compiled here otherwise."""
-        if isinstance(self.liveness, _CheckedRows) and self.liveness:
+    def compiled_rows(self) -> RowSums | SpanSums:
+        """Every memory row compiled (:class:`RowSums`, :class:`SpanSums` for spans): the
+        rows' own cached copy when they were checked, compiled here otherwise."""
+        if isinstance(self.liveness, _CheckedRows | SpanRows) and self.liveness:
             return self.liveness.sums()
         return RowSums.compile(self.memory_rows())
 
     def row_sums(self, choices: Sequence[int]) -> np.ndarray | None:
         """Every memory row's sum for an assignment (``None`` without memory)."""
-        if isinstance(self.liveness, _CheckedRows) and self.liveness:
+        if isinstance(self.liveness, _CheckedRows | SpanRows) and self.liveness:
             return self.liveness.sums().sums(choices)
         rows = self.memory_rows()
         if not rows:
@@ -381,7 +392,7 @@ class ChoiceProblem:
         """Per node, the bytes each option adds summed over every memory row (zeros without
         memory): compiled row sums when the rows were checked, term by term otherwise."""
         sizes = self.sizes
-        if isinstance(self.liveness, _CheckedRows) and self.liveness:
+        if isinstance(self.liveness, _CheckedRows | SpanRows) and self.liveness:
             return self.liveness.sums().node_totals(sizes)
         totals = [np.zeros(size) for size in sizes]
         for row in self.memory_rows():

@@ -12,6 +12,8 @@ vectors end to end, and for every occurrence in a row the index of its distinct 
 evaluation is then one gather over the distinct terms, one over the occurrences and a
 segmented sum (``np.add.reduceat``), so its cost no longer depends on Python's loop speed.
 Sums agree with a term-by-term float sum to rounding (numpy may add in a different order).
+The planner hands its rows over as spans (:mod:`solver.span_rows`), whose sums are a prefix
+sum over the spans instead; this compiles rows given term by term.
 """
 
 from __future__ import annotations
@@ -105,6 +107,37 @@ class RowSums:
             np.add.at(flat, bases[self.nodes][term] + within,
                       counts[term] * self.values[self.offsets[term] + within])
         return [flat[bases[n]:bases[n + 1]] for n in range(len(sizes))]
+
+    def least_sums(self) -> np.ndarray:
+        """Each row's least possible sum (every term at its smallest option)."""
+        out = np.zeros(self.rows)
+        if self.filled.size:
+            starts = np.unique(self.offsets)  # each distinct vector's start, in order
+            smallest = np.minimum.reduceat(self.values, starts)
+            term_values = smallest[np.searchsorted(starts, self.offsets)]
+            out[self.filled] = np.add.reduceat(term_values[self.occurrences], self.starts)
+        return out
+
+    def switch_deltas(self, unit: np.ndarray, count: int, cheap: np.ndarray,
+                      fitting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's sum under ``fitting`` and, per unit (``unit[node]`` in ``0..count-1``),
+        what switching that unit's nodes to ``cheap`` adds to it (a dense rows x units
+        matrix): the block mix's memory rows (:mod:`solver.block_mix`)."""
+        base = self.sums(fitting)
+        deltas = np.zeros((self.rows, count))
+        if not self.nodes.size:
+            return base, deltas
+        per_term = (self.values[self.offsets + cheap[self.nodes]]
+                    - self.values[self.offsets + fitting[self.nodes]])
+        moving = np.flatnonzero(per_term[self.occurrences] != 0.0)
+        if moving.size:
+            lengths = np.diff(np.append(self.starts, self.occurrences.size))
+            row = np.repeat(self.filled, lengths)[moving]
+            term = self.occurrences[moving]
+            flat = np.bincount(row * count + unit[self.nodes[term]], weights=per_term[term],
+                               minlength=self.rows * count)
+            deltas = flat.reshape(self.rows, count)
+        return base, deltas
 
     def peak(self, choices: Sequence[int]) -> float:
         """The largest row sum (0 without rows)."""

@@ -44,6 +44,7 @@ import numpy as np
 
 from graphs import Op, OpGraph, TensorRole, get_op
 from graphs.autodiff import Phase, phase_of
+from solver import Span, SpanRows
 
 SOURCE_KINDS = ("input", "param", "state")
 SOURCE_CATEGORY = {TensorRole.PARAM: "params", TensorRole.OPTIMIZER_STATE: "optimizer",
@@ -132,16 +133,18 @@ class MemoryModel:
         worst = self._worst()
         return bool(worst.size and worst.max() > limit)
 
-    def rows(self, limit: float) -> tuple[tuple[tuple[int, np.ndarray], ...], ...]:
+    def rows(self, limit: float) -> SpanRows | tuple[()]:
         """One liveness row per step that could exceed ``limit`` under some choice, each
-        with the ``held`` bytes added.
+        with the ``held`` bytes added, as spans of rows (:class:`solver.SpanRows`; ``()``
+        when no step can exceed the limit).
 
-        Built node by node, not term by step: a node's terms are first summed into the runs
-        of steps over which they are constant (:func:`_node_runs`, one array per run), and a
-        run that covers every kept step (parameters and optimizer state, most of each row)
-        enters every row as the *same* ``(node, bytes)`` pair. Adding vectors per (term,
-        step) instead took 126 s for llama3.1-405b on dp=8,fsdp=8,tp=8 and held a new array
-        wherever two terms of a node met at a step."""
+        Built node by node, not term by step: a node's terms are summed into the runs of
+        kept steps over which they are constant (:func:`_node_runs`, one array per run), and
+        each run is one span: a run that covers every kept step (parameters and optimizer
+        state, most of each row) enters every row as the *same* ``(node, bytes)`` pair.
+        Adding vectors per (term, step) instead took 126 s for llama3.1-405b on
+        dp=8,fsdp=8,tp=8, and building its 8,077 rows as tuples of 45 M pairs took seconds
+        more, then as long again for every check and compilation of them."""
         keep = np.flatnonzero(self._worst() > limit)
         if not keep.size:
             return ()
@@ -153,31 +156,13 @@ class MemoryModel:
                 spans.setdefault(term.node, []).append((a, b, term.vector))
         for node, vector in self.held:
             spans.setdefault(node, []).append((0, keep.size, vector))
-        everywhere: list[tuple[int, np.ndarray]] = []
-        starts: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(keep.size + 1)]
-        stops: list[list[int]] = [[] for _ in range(keep.size + 1)]
+        runs = []
         for node in sorted(spans):
             for a, b, bytes_ in _node_runs(spans[node]):
                 vector = np.asarray(bytes_, dtype=np.float64).view()
                 vector.setflags(write=False)  # read-only: the solver takes the pair as it is
-                if a == 0 and b == keep.size:
-                    everywhere.append((node, vector))
-                else:
-                    starts[a].append((node, vector))
-                    stops[b].append(node)
-        rows = []
-        active: dict[int, tuple[int, np.ndarray]] = {}
-        for k in range(keep.size):
-            for node in stops[k]:
-                del active[node]
-            for pair in starts[k]:
-                active[pair[0]] = pair
-            rows.append(tuple(sorted([*everywhere, *active.values()], key=_first)))
-        return tuple(rows)
-
-
-def _first(pair: tuple[int, np.ndarray]) -> int:
-    return pair[0]
+                runs.append(Span(node=node, vector=vector, first=a, stop=b))
+        return SpanRows(runs, keep.size)
 
 
 def _node_runs(spans: list[tuple[int, int, np.ndarray]]

@@ -168,8 +168,8 @@ def pdlp_tolerance(gap: float) -> float:
 
 
 def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMALITY_GAP,
-               interim: bool = False, look: bool = False, early: bool = False
-               ) -> Iterator[LPAnswer]:
+               interim: bool = False, look: bool = False, early: bool = False,
+               max_iterations: int | None = None) -> Iterator[LPAnswer]:
     """The LP relaxation of ``form``, cheapest answer first: ask for the next one only when
     the last did not give a plan within ``gap`` of its bound. ``gap`` also sets how exactly
     PDLP solves (``pdlp_tolerance``); the simplex is exact anyway.
@@ -195,7 +195,9 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
     ``look``, a mid-size LP whose PDLP try did not converge does the same before its dual
     simplex (``_pdlp_then_simplex``). With ``early`` as well, the first interim answer comes
     after ``EARLY_LOOK`` iterations run with a shorter major period (for LPs without a
-    memory price in their objective: see ``EARLY_LOOK``)."""
+    memory price in their objective: see ``EARLY_LOOK``). ``max_iterations`` caps PDLP on
+    that road (never above ``PDLP_MAX_ITERATIONS``, the default; a caller that wants a plan
+    more than a bound may ask for fewer)."""
     if form.num_vars < PDLP_MIN_VARS or form.memory_rows:
         if form.num_vars >= PDLP_TRY_VARS and not form.memory_rows:
             yield from _pdlp_then_simplex(form, time_limit, gap, look)
@@ -204,13 +206,14 @@ def lp_answers(form: Formulation, time_limit: float | None, gap: float = OPTIMAL
         return
     start = time.perf_counter()
     if interim:
-        for item in _pdlp_legs(form, time_limit, pdlp_tolerance(gap), early):
+        for item in _pdlp_legs(form, time_limit, pdlp_tolerance(gap), early, max_iterations):
             if isinstance(item, LPAnswer):
                 yield item
             else:
                 first, primal, converged = item
     else:
-        first, primal, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap))
+        first, primal, converged = _solve_pdlp(form, time_limit, pdlp_tolerance(gap),
+                                               max_iterations)
     if converged:
         yield dataclasses.replace(first, next_is_cheap=True)
     support, value = simplex.solve_on_support(form, primal, first.x,
@@ -338,14 +341,17 @@ def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALIT
     return answers[-1]
 
 
-def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float
+def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float,
+                max_iterations: int | None = None
                 ) -> tuple[LPAnswer, np.ndarray | None, bool]:
-    """``(answer, x, converged)`` by PDLP in one leg of at most ``PDLP_MAX_ITERATIONS``
+    """``(answer, x, converged)`` by PDLP in one leg of at most ``max_iterations``
+    (``PDLP_MAX_ITERATIONS``)
     (:mod:`solver.backends.pdlp_run`). Only for LPs without memory rows, which are always
     feasible (every node has a finite option and every edge a route), so no infeasibility
     verdict is needed from an approximate method."""
     runner = PdlpRunner(form, objective_factor(form), eps, _threads, PDLP_SHARDS)
-    point = runner.run(PDLP_MAX_ITERATIONS, time_limit, None)
+    point = runner.run(min(max_iterations or PDLP_MAX_ITERATIONS, PDLP_MAX_ITERATIONS),
+                       time_limit, None)
     if point is None:
         return LPAnswer(None, -math.inf), None, False  # the solver refused the input
     _log_pdlp(form, point)
@@ -363,19 +369,22 @@ def _log_pdlp(form: Formulation, point: PdlpPoint, reason: str = "") -> None:
                 point.iterations, point.seconds, reason or point.reason)
 
 
-def _pdlp_legs(form: Formulation, time_limit: float | None, eps: float, early: bool = False
+def _pdlp_legs(form: Formulation, time_limit: float | None, eps: float, early: bool = False,
+               max_iterations: int | None = None
                ) -> Iterator[LPAnswer | tuple[LPAnswer, np.ndarray | None, bool]]:
     """PDLP in legs ending at ``PDLP_CHECKS`` iterations (``early``: a first one at
     ``EARLY_LOOK`` with a major iteration every ``EARLY_MAJOR``), an interim answer after each
-    leg that has not converged, then the rest up to ``PDLP_MAX_ITERATIONS`` in one leg; the
+    leg that has not converged, then the rest up to ``max_iterations`` (``PDLP_MAX_ITERATIONS``)
+    in one leg; the
     last item is ``_solve_pdlp``'s triple. A caller that stops asking stops PDLP."""
     start = time.perf_counter()
     runner = PdlpRunner(form, objective_factor(form), eps, _threads, PDLP_SHARDS,
                         PDLP_LEG_SMOOTHING)
     point: PdlpPoint | None = None
+    max_iterations = min(max_iterations or PDLP_MAX_ITERATIONS, PDLP_MAX_ITERATIONS)
     checks = (EARLY_LOOK, *(c for c in PDLP_CHECKS if c > EARLY_LOOK)) if early \
         else PDLP_CHECKS
-    for end in (*(c for c in checks if c < PDLP_MAX_ITERATIONS), PDLP_MAX_ITERATIONS):
+    for end in (*(c for c in checks if c < max_iterations), max_iterations):
         done = 0 if point is None else point.iterations
         left = mathopt.left(time_limit, start)
         if left is not None and left <= 0 and point is not None:
@@ -385,7 +394,7 @@ def _pdlp_legs(form: Formulation, time_limit: float | None, eps: float, early: b
         if leg is None:
             break
         point = leg
-        if point.converged or end == PDLP_MAX_ITERATIONS or point.reason.endswith("TIME_LIMIT"):
+        if point.converged or end == max_iterations or point.reason.endswith("TIME_LIMIT"):
             break
         _log_pdlp(form, point, "interim")
         yield _pdlp_answer(form, point, interim=True)

@@ -169,9 +169,9 @@ def test_a_looser_gap_loosens_pdlp_and_keeps_a_true_bound(seed, monkeypatch) -> 
     tolerances = []
     real = lp._solve_pdlp
 
-    def spy(form, time_limit, eps):
+    def spy(form, time_limit, eps, *rest):
         tolerances.append(eps)
-        return real(form, time_limit, eps)
+        return real(form, time_limit, eps, *rest)
 
     monkeypatch.setattr(lp, "_solve_pdlp", spy)
     problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
