@@ -57,24 +57,12 @@ class RowSums:
         appearance, the occurrences ``CHUNK_TERMS`` at a time (:func:`_occurrences`)."""
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         terms, occurrences = _occurrences(rows, int(lengths.sum()))
-        vector_at: dict[int, int] = {}
-        vectors: list[np.ndarray] = []
-        offsets = np.empty(len(terms), dtype=np.int64)
-        size = 0
-        for k, (_, vector) in enumerate(terms):
-            start = vector_at.get(id(vector))
-            if start is None:
-                start = vector_at[id(vector)] = size
-                vectors.append(np.asarray(vector, dtype=np.float64).ravel())
-                size += vectors[-1].size
-            offsets[k] = start
+        offsets, values = pack_vectors(terms)
         ends = np.cumsum(lengths)
         filled = np.flatnonzero(lengths)
         return cls(nodes=np.fromiter((int(node) for node, _ in terms), dtype=np.int64,
                                      count=len(terms)),
-                   offsets=offsets,
-                   values=np.concatenate(vectors) if vectors else np.zeros(0),
-                   occurrences=occurrences,
+                   offsets=offsets, values=values, occurrences=occurrences,
                    starts=(ends - lengths)[filled], filled=filled, rows=len(rows))
 
     def sums(self, choices: Sequence[int]) -> np.ndarray:
@@ -112,9 +100,7 @@ class RowSums:
         """Each row's least possible sum (every term at its smallest option)."""
         out = np.zeros(self.rows)
         if self.filled.size:
-            starts = np.unique(self.offsets)  # each distinct vector's start, in order
-            smallest = np.minimum.reduceat(self.values, starts)
-            term_values = smallest[np.searchsorted(starts, self.offsets)]
+            term_values = smallest_values(self.offsets, self.values)
             out[self.filled] = np.add.reduceat(term_values[self.occurrences], self.starts)
         return out
 
@@ -142,6 +128,29 @@ class RowSums:
     def peak(self, choices: Sequence[int]) -> float:
         """The largest row sum (0 without rows)."""
         return float(self.sums(choices).max()) if self.rows else 0.0
+
+
+def pack_vectors(terms: Sequence[Term]) -> tuple[np.ndarray, np.ndarray]:
+    """The terms' distinct vectors (by identity) end to end, and per term where its vector
+    starts: ``(offsets, values)``."""
+    vector_at: dict[int, int] = {}
+    vectors: list[np.ndarray] = []
+    offsets = np.empty(len(terms), dtype=np.int64)
+    size = 0
+    for k, (_, vector) in enumerate(terms):
+        start = vector_at.get(id(vector))
+        if start is None:
+            start = vector_at[id(vector)] = size
+            vectors.append(np.asarray(vector, dtype=np.float64).ravel())
+            size += vectors[-1].size
+        offsets[k] = start
+    return offsets, np.concatenate(vectors) if vectors else np.zeros(0)
+
+
+def smallest_values(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per term, the smallest entry of its vector (``pack_vectors``' layout)."""
+    starts = np.unique(offsets)  # each distinct vector's start, in order of ``values``
+    return np.minimum.reduceat(values, starts)[np.searchsorted(starts, offsets)]
 
 
 def _occurrences(rows: Sequence[Sequence[Term]], total: int) -> tuple[list[Term], np.ndarray]:

@@ -40,6 +40,8 @@ from typing import overload
 
 import numpy as np
 
+from solver.row_sums import pack_vectors, smallest_values
+
 Term = tuple[int, np.ndarray]
 
 
@@ -161,20 +163,9 @@ class SpanSums:
     @classmethod
     def compile(cls, pairs: Sequence[Term], firsts: np.ndarray, stops: np.ndarray,
                 rows: int) -> SpanSums:
-        vector_at: dict[int, int] = {}
-        vectors: list[np.ndarray] = []
-        offsets = np.empty(len(pairs), dtype=np.int64)
-        size = 0
-        for k, (_, vector) in enumerate(pairs):
-            start = vector_at.get(id(vector))
-            if start is None:
-                start = vector_at[id(vector)] = size
-                vectors.append(vector)
-                size += vector.size
-            offsets[k] = start
+        offsets, values = pack_vectors(pairs)
         return cls(nodes=np.fromiter((n for n, _ in pairs), dtype=np.int64, count=len(pairs)),
-                   offsets=offsets, values=np.concatenate(vectors) if vectors else np.zeros(0),
-                   firsts=firsts, stops=stops, rows=rows)
+                   offsets=offsets, values=values, firsts=firsts, stops=stops, rows=rows)
 
     def _prefix(self, per_span: np.ndarray) -> np.ndarray:
         """Each row's sum of ``per_span`` over the spans covering it."""
@@ -196,9 +187,7 @@ class SpanSums:
         """Each row's least possible sum (every term at its smallest option)."""
         if not self.nodes.size:
             return np.zeros(self.rows)
-        starts = np.unique(self.offsets)  # each distinct vector's start, in order
-        smallest = np.minimum.reduceat(self.values, starts)
-        return self._prefix(smallest[np.searchsorted(starts, self.offsets)])
+        return self._prefix(smallest_values(self.offsets, self.values))
 
     def node_totals(self, sizes: Sequence[int]) -> list[np.ndarray]:
         """Per node, its spans' vectors each times the rows it covers, summed."""
@@ -211,9 +200,8 @@ class SpanSums:
 
     def switch_deltas(self, unit: np.ndarray, count: int, cheap: np.ndarray,
                       fitting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's sum under ``fitting`` and, per unit (``unit[node]`` in ``0..count-1``),
-        what switching that unit's nodes to ``cheap`` adds to it (a dense rows x units
-        matrix): the block mix's memory rows (:mod:`solver.block_mix`)."""
+        """:meth:`RowSums.switch_deltas <solver.row_sums.RowSums.switch_deltas>`, each span's
+        change added where it starts and taken off where it stops."""
         base = self.sums(fitting)
         deltas = np.zeros((self.rows + 1, count))
         if self.nodes.size:
