@@ -72,11 +72,9 @@ PROBE_SHARE = 0.25
 MIX_SECONDS = 10.0  # the block mix's MIP, even past the deadline (see _mixed)
 MIX_RESTRICTION = "every layer takes one of two priced plans' strategies"
 # the cuts stop once the crossing price moves by at most this share: llama3.1-405b's LP bound
-# moved 0.07 % between prices 6 % apart (0.003212 and 0.003027 s/GB); cuts 1.5 % apart each
-# took a 19-22 s probe (one found a fitting plan 0.07 % cheaper, whose mix was 0.04 % faster,
-# the next nothing), and at 2 % the second cut, 5.5 % from the first (0.003204 -> 0.003027),
-# took 31 s of a 143 s run to find a plan 0.09 % dearer: the same plan and bound without it
-CUT_SETTLED = 0.06
+# moved 0.07 % between prices 6 % apart (0.003212 and 0.003027 s/GB), and cuts 1.5 % apart
+# each took a 19-22 s probe (one found a fitting plan 0.07 % cheaper, the next nothing)
+CUT_SETTLED = 0.02
 # a gap above this after the block mix gets the last look at the bound (_tighten): half of
 # GOOD_ENOUGH_GAP, at which each probe stops, so that a search whose gap lands just under
 # the bar (llama3.1-405b: 0.49-0.56 % in four runs) gets it too
