@@ -246,7 +246,7 @@ class ChoiceProblem:
             out.append(members)
         return tuple(out)
 
-    def _liveness(self, sizes: list[int]) -> tuple[tuple[Term, ...], ...] | None:
+    def _liveness(self, sizes: list[int]) -> tuple[tuple[Term, ...], ...] | SpanRows | None:
         if self.liveness is None:
             return None
         if isinstance(self.liveness, SpanRows):
