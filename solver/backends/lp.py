@@ -344,11 +344,10 @@ def solve_lp(form: Formulation, time_limit: float | None, gap: float = OPTIMALIT
 def _solve_pdlp(form: Formulation, time_limit: float | None, eps: float,
                 max_iterations: int | None = None
                 ) -> tuple[LPAnswer, np.ndarray | None, bool]:
-    """``(answer, x, converged)`` by PDLP in one leg of at most ``max_iterations``
-    (``PDLP_MAX_ITERATIONS``)
-    (:mod:`solver.backends.pdlp_run`). Only for LPs without memory rows, which are always
-    feasible (every node has a finite option and every edge a route), so no infeasibility
-    verdict is needed from an approximate method."""
+    """``(answer, x, converged)`` by PDLP in one leg of at most ``max_iterations`` (at most,
+    and by default, ``PDLP_MAX_ITERATIONS``; :mod:`solver.backends.pdlp_run`). Only for LPs
+    without memory rows, which are always feasible (every node has a finite option and every
+    edge a route), so no infeasibility verdict is needed from an approximate method."""
     runner = PdlpRunner(form, objective_factor(form), eps, _threads, PDLP_SHARDS)
     point = runner.run(min(max_iterations or PDLP_MAX_ITERATIONS, PDLP_MAX_ITERATIONS),
                        time_limit, None)
@@ -374,9 +373,9 @@ def _pdlp_legs(form: Formulation, time_limit: float | None, eps: float, early: b
                ) -> Iterator[LPAnswer | tuple[LPAnswer, np.ndarray | None, bool]]:
     """PDLP in legs ending at ``PDLP_CHECKS`` iterations (``early``: a first one at
     ``EARLY_LOOK`` with a major iteration every ``EARLY_MAJOR``), an interim answer after each
-    leg that has not converged, then the rest up to ``max_iterations`` (``PDLP_MAX_ITERATIONS``)
-    in one leg; the
-    last item is ``_solve_pdlp``'s triple. A caller that stops asking stops PDLP."""
+    leg that has not converged, then the rest up to ``max_iterations`` (at most, and by
+    default, ``PDLP_MAX_ITERATIONS``) in one leg; the last item is ``_solve_pdlp``'s triple.
+    A caller that stops asking stops PDLP."""
     start = time.perf_counter()
     runner = PdlpRunner(form, objective_factor(form), eps, _threads, PDLP_SHARDS,
                         PDLP_LEG_SMOOTHING)
