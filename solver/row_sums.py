@@ -85,16 +85,8 @@ class RowSums:
             >>> [v.tolist() for v in RowSums.compile([(a, b), (b,), ()]).node_totals([2, 3])]
             [[1.0, 2.0], [20.0, 40.0, 60.0]]
         """
-        bases = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
-        flat = np.zeros(int(bases[-1]))
-        if self.nodes.size:
-            counts = np.bincount(self.occurrences, minlength=self.nodes.size).astype(np.float64)
-            widths = np.asarray(sizes, dtype=np.int64)[self.nodes]
-            term = np.repeat(np.arange(self.nodes.size), widths)
-            within = np.arange(term.size) - np.repeat(np.cumsum(widths) - widths, widths)
-            np.add.at(flat, bases[self.nodes][term] + within,
-                      counts[term] * self.values[self.offsets[term] + within])
-        return [flat[bases[n]:bases[n + 1]] for n in range(len(sizes))]
+        counts = np.bincount(self.occurrences, minlength=self.nodes.size).astype(np.float64)
+        return weighted_totals(self.nodes, self.offsets, self.values, counts, sizes)
 
     def least_sums(self) -> np.ndarray:
         """Each row's least possible sum (every term at its smallest option)."""
@@ -145,6 +137,21 @@ def pack_vectors(terms: Sequence[Term]) -> tuple[np.ndarray, np.ndarray]:
             size += vectors[-1].size
         offsets[k] = start
     return offsets, np.concatenate(vectors) if vectors else np.zeros(0)
+
+
+def weighted_totals(nodes: np.ndarray, offsets: np.ndarray, values: np.ndarray,
+                    weights: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    """Per node, the vectors of its terms (``pack_vectors``' layout) times each term's
+    weight, summed: one scatter over every term's entries."""
+    bases = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+    flat = np.zeros(int(bases[-1]))
+    if nodes.size:
+        widths = np.asarray(sizes, dtype=np.int64)[nodes]
+        term = np.repeat(np.arange(nodes.size), widths)
+        within = np.arange(term.size) - np.repeat(np.cumsum(widths) - widths, widths)
+        np.add.at(flat, bases[nodes][term] + within,
+                  weights[term] * values[offsets[term] + within])
+    return [flat[bases[n]:bases[n + 1]] for n in range(len(sizes))]
 
 
 def smallest_values(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:

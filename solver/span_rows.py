@@ -40,7 +40,7 @@ from typing import overload
 
 import numpy as np
 
-from solver.row_sums import pack_vectors, smallest_values
+from solver.row_sums import pack_vectors, smallest_values, weighted_totals
 
 Term = tuple[int, np.ndarray]
 
@@ -144,7 +144,9 @@ class SpanRows(Sequence[tuple[Term, ...]]):
     def sums(self) -> SpanSums:
         """The spans compiled for evaluation, once for every problem that shares them."""
         if self._sums is None:
-            self._sums = SpanSums.compile(self._pairs, self._firsts, self._stops, self.count)
+            offsets, values = pack_vectors(self._pairs)
+            self._sums = SpanSums(nodes=self._nodes, offsets=offsets, values=values,
+                                  firsts=self._firsts, stops=self._stops, rows=self.count)
         return self._sums
 
 
@@ -159,13 +161,6 @@ class SpanSums:
     firsts: np.ndarray
     stops: np.ndarray
     rows: int
-
-    @classmethod
-    def compile(cls, pairs: Sequence[Term], firsts: np.ndarray, stops: np.ndarray,
-                rows: int) -> SpanSums:
-        offsets, values = pack_vectors(pairs)
-        return cls(nodes=np.fromiter((n for n, _ in pairs), dtype=np.int64, count=len(pairs)),
-                   offsets=offsets, values=values, firsts=firsts, stops=stops, rows=rows)
 
     def _prefix(self, per_span: np.ndarray) -> np.ndarray:
         """Each row's sum of ``per_span`` over the spans covering it."""
@@ -191,12 +186,8 @@ class SpanSums:
 
     def node_totals(self, sizes: Sequence[int]) -> list[np.ndarray]:
         """Per node, its spans' vectors each times the rows it covers, summed."""
-        totals = [np.zeros(int(size)) for size in sizes]
         widths = (self.stops - self.firsts).astype(np.float64)
-        for k, node in enumerate(self.nodes.tolist()):
-            start = int(self.offsets[k])
-            totals[node] += widths[k] * self.values[start:start + totals[node].size]
-        return totals
+        return weighted_totals(self.nodes, self.offsets, self.values, widths, sizes)
 
     def switch_deltas(self, unit: np.ndarray, count: int, cheap: np.ndarray,
                       fitting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
