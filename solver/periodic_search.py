@@ -77,6 +77,7 @@ GOOD_ENOUGH_GAP = 5e-3
 # the machine's speed (dp=4,fsdp=8,tp=2 came out proven optimal in one sweep run and 7e-6
 # short in another, its first LP taking 9.8 s and 19 s).
 RESTRICTION = "identical interior layers take identical strategies"
+GIVEN = "given"  # ``_Search.how`` of the caller's incumbent (``solve_periodic``)
 # PDLP's interim points (``lp_answers(interim=True)``) are closed by the partial MIP only when
 # fixing leaves at most this many variables: on mixtral-8x7b dp=2,ep=4,tp=8 28 k took 0.35 s
 # and 88 k 3.5 s, while 150 more PDLP iterations take ~1 s and shrink what fixing keeps; at
@@ -263,7 +264,8 @@ class _Search:
                          self.best, self.clock, self.gap)
         if answer is not None and answer.objective <= self.best_value:
             self.best, self.best_value, self.best_ends = answer.choices, answer.objective, ends
-            self.how = "all" if answer.optimal else self.how
+            # around the caller's plan its tied layers stay the caller's (``GIVEN``)
+            self.how = "all" if answer.optimal and self.how != GIVEN else self.how
             self.clock.consider(answer.choices)
         return self.best
 
@@ -362,7 +364,8 @@ class _Search:
 
 def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
                    before: Sizes, probe: bool = False,
-                   pdlp_iterations: int | None = None) -> Solution:
+                   pdlp_iterations: int | None = None,
+                   incumbent: tuple[int, ...] | None = None) -> Solution:
     """The chain's periodic LP with one, then two distinct blocks at each end; the tied search
     only when neither gives a plan within ``GOOD_ENOUGH_GAP`` (see the module docstring).
 
@@ -373,9 +376,15 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
     the plan as it was (1.60459 priced, as logged), and without it the LP with two distinct
     end blocks (786,968 variables) took the rest of the probe's time for a bound of 0.95.
     ``pdlp_iterations`` caps PDLP on that road (a probe that only explores asks for fewer).
+    ``incumbent``: the caller's plan, the best one until a cheaper is found; with it in hand
+    nothing starts once the time is up (not offered to the clock's ``stop_when``: it is not
+    a plan this search found).
     """
     search, after = _Search(problem, chain, clock, gap, probe=probe,
                             pdlp_iterations=pdlp_iterations), before
+    if incumbent is not None:
+        search.best, search.best_value = incumbent, problem.evaluate(incumbent)
+        search.how = GIVEN
     on_pdlp = False  # the last LP was PDLP's
     for ends in PERIODIC_ENDS:
         if len(chain.blocks) - 2 * ends < 2 or (search.best is not None and clock.expired()):
@@ -432,6 +441,9 @@ def _restricted_unless_optimal(solution: Solution, restriction: str) -> Solution
 
 
 def _periodic_restriction(ends: int, polished: str) -> str:
+    if polished == GIVEN:
+        return ("the caller's starting plan (or its interior layers, the rest solved around "
+                "them): the search found no cheaper plan")
     tied = (f"layers between the first {ends} and the last {ends} take the periodic LP's "
             "strategies")
     return tied + {

@@ -43,11 +43,14 @@ Solver = Callable[[ChoiceProblem, float | None], Solution]
 
 
 def solve_windowed(problem: ChoiceProblem, clock: Clock, gap: float, before: Sizes,
-                   solve_plain: Solver) -> Solution:
-    """The windowed problem by Lagrangian rounds of ``solve_plain`` (module docstring)."""
+                   solve_plain: Solver, incumbent: tuple[int, ...] | None = None) -> Solution:
+    """The windowed problem by Lagrangian rounds of ``solve_plain`` (module docstring),
+    starting from the caller's ``incumbent`` plan when given."""
     groups = _groups(problem.windows)
     weights = {key: _first(problem.windows[members[0]]) for key, members in groups.items()}
     best, best_value, bound = None, math.inf, -math.inf
+    if incumbent is not None:
+        best, best_value = incumbent, problem.evaluate(incumbent)
     for round_ in range(MAX_ROUNDS):
         answer = solve_plain(_weighted(problem, groups, weights), clock.remaining())
         clock.lap("window_round")

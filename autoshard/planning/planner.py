@@ -416,13 +416,17 @@ class _Planner:
                 return None
             return max(options.time_limit - (time.perf_counter() - start), 0.01)
 
+        def out_of_time() -> bool:  # no further shared-reshard round (.shared_solve)
+            return options.time_limit is not None and \
+                time.perf_counter() - start >= options.time_limit
+
         def over(choices: tuple[int, ...]) -> bool:
             return self.memory.constrained_peak(choices[:len(self.ops)]) > budget
 
         stop_when = over if self.memory.may_exceed(budget) else None
-        free, self.problem = self.pricing.solve(lambda p: p, lambda p: solver.solve(
+        free, self.problem = self.pricing.solve(lambda p: p, lambda p, start: solver.solve(
             p, time_limit=remaining(), backend=options.backend, gap=options.gap,
-            stop_when=stop_when))
+            stop_when=stop_when, incumbent=start), out_of_time)
         if self.memory.constrained_peak(free.choices) <= budget:
             return free
         rows = self.memory.rows(budget)  # once: each shared-reshard round reuses them
@@ -434,10 +438,11 @@ class _Planner:
 
         try:
             # the unconstrained optimum is a proven lower bound of the constrained problem
-            answer, self.problem = self.pricing.solve(constrained, lambda p: solver.solve(
+            answer, self.problem = self.pricing.solve(constrained, lambda p, start: solver.solve(
                 p, time_limit=remaining(), backend=options.backend, known_bound=free.bound,
-                gap=options.gap,
-                free_choices=free.choices if len(free.choices) == p.num_nodes else None))
+                gap=options.gap, incumbent=start,
+                free_choices=free.choices if len(free.choices) == p.num_nodes else None),
+                out_of_time)
             return answer
         except solver.Infeasible as exc:
             problem = constrained(self.pricing.problem())

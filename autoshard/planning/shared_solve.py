@@ -59,6 +59,9 @@ MAX_REPAIR_NODES = 400
 # 9.3 GB to build, and no plan came within 600 s. The largest round solved in the scale jobs:
 # llama3-70b dp=8,tp=8's second, 0.27 M (proven in 167 s all in); llama3-8b's 0.15 M
 MAX_ROUND_ENTRIES = 5_000_000
+# an exact answer within this (relative) of an earlier round's plan at its truth is no dearer:
+# the two prices are sums of the same terms in different orders
+TIE = 1e-12
 
 
 @dataclass(slots=True, kw_only=True)
@@ -116,27 +119,44 @@ class SharedPricing:
                                            or (is_pair(share) and group_template(share) in whole)))
 
     def solve(self, problem_of: Callable[[solver.ChoiceProblem], solver.ChoiceProblem],
-              solve: Callable[[solver.ChoiceProblem], solver.Solution]
+              solve: Callable[[solver.ChoiceProblem, tuple[int, ...] | None], solver.Solution],
+              out_of_time: Callable[[], bool] = lambda: False
               ) -> tuple[solver.Solution, solver.ChoiceProblem]:
         """Solve ``problem_of(step problem)`` (e.g. with memory rows added) until no share
-        is undercharged; the answer and the problem it answers."""
+        is undercharged; the answer and the problem it answers. ``solve(problem, incumbent)``
+        is given, from the second round on, the best plan so far (completed for the round's
+        problem): a round cut short by the time limit returns at least that.
+
+        Rounds stop early (see the module docstring, and once ``out_of_time``): the answer is
+        then the cheapest plan of any round priced at its truth, with the best bound of any
+        round (each round's problem prices every plan at most at its truth, so each bound
+        bounds the truth). llama3-70b dp=8,tp=8: round 1's plan costs 1.089644 s at its
+        truth, round 2's 1.250312 s; with a 10 s limit the rounds returned the latter, cut
+        short, at 1.749 s."""
+        best: tuple[solver.Solution, solver.ChoiceProblem] | None = None
+        bound = -np.inf
         while True:
             problem = problem_of(self.problem())
-            solution = self.settled(solve(problem), problem)
+            start = None if best is None else self.complete(best[0].choices, problem)
+            solution = self.settled(solve(problem, start), problem)
+            bound = max(bound, solution.bound)
             extra = self.more(solution.choices)
-            if not extra:
+            truth = solution.objective + self.shortfall(solution.choices) if extra \
+                else solution.objective
+            # a round cut short by the time limit is not its problem's optimum: no more rounds
+            cut = solution.status is solver.SolveStatus.TIME_LIMIT
+            if not extra and not cut and (best is None or truth <= best[0].objective
+                                          + TIE * abs(best[0].objective)):
                 self.converged = True
-                return solution, problem
-            widest = max((len(g) for g in exact_groups(self.shares, (*self.exact, *extra))),
-                         default=0)
-            stop = self.stop_reason(extra, widest)
+                return _with_bound(solution, bound), problem
+            if best is None or truth < best[0].objective:
+                best = dataclasses.replace(solution, objective=truth), problem
+            late = cut or out_of_time()
+            stop = self.stop_reason(extra, late)
             if stop is not None:
                 self.converged = False
                 logger.info("shared reshards: %s", stop)
-                truth = solution.objective + self.shortfall(solution.choices)
-                return dataclasses.replace(
-                    solution, objective=truth, status=solver.SolveStatus.FEASIBLE,
-                    restricted=stop), problem
+                return self.stopped(best, bound, stop, late)
             self.rounds.append(len(extra))
             self.exact = (*self.exact, *extra)
             repaired = self.repair(problem_of, solve, solution, extra)
@@ -144,9 +164,30 @@ class SharedPricing:
                 self.converged = True
                 return repaired
 
-    def stop_reason(self, extra: Sequence[int], widest: int) -> str | None:
+    @staticmethod
+    def stopped(best: tuple[solver.Solution, solver.ChoiceProblem], bound: float, stop: str,
+                late: bool) -> tuple[solver.Solution, solver.ChoiceProblem]:
+        """The best plan at its truth when the rounds stop early (``late``: stopped by the
+        time limit, which its status says): the best bound, and a stated restriction unless
+        that bound proves it (a later round's bound may prove an earlier round's plan)."""
+        answer, problem = best
+        status = solver.SolveStatus.TIME_LIMIT if late else solver.SolveStatus.FEASIBLE
+        answer = _with_bound(dataclasses.replace(answer, status=status), bound)
+        return (answer if answer.optimal else dataclasses.replace(answer, restricted=stop),
+                problem)
+
+    def stop_reason(self, extra: Sequence[int], late: bool) -> str | None:
         """Why the rounds stop before making ``extra`` exact (a stated restriction: the
-        plan is priced at its truth and the bound is the last round's), or ``None``."""
+        plan is priced at its truth and the bound is the best of the rounds'), or ``None``.
+        ``late``: the time limit has run out (or cut the last round short)."""
+        advice = "rerun without --share-reshards for a proven per-consumer plan"
+        if late:
+            return (f"the time limit ran out in shared-reshard round {len(self.rounds) + 1}; "
+                    f"raise --time-limit, or {advice}")
+        if not extra:  # an exact answer dearer than an earlier round's plan (rounding aside)
+            return f"an earlier round's plan is cheaper than the last round's exact one; {advice}"
+        widest = max((len(g) for g in exact_groups(self.shares, (*self.exact, *extra))),
+                     default=0)
         if len(self.rounds) >= MAX_ROUNDS:
             why = f"after {MAX_ROUNDS} rounds"
         elif widest > MAX_EXACT_PER_GROUP:
@@ -156,8 +197,7 @@ class SharedPricing:
                    f"(at most {MAX_ROUND_ENTRIES:,})")
         else:
             return None
-        return (f"{len(extra)} shared reshards priced relaxed, not made exact: {why}; "
-                "rerun without --share-reshards for a proven per-consumer plan")
+        return f"{len(extra)} shared reshards priced relaxed, not made exact: {why}; {advice}"
 
     def entries(self, exact: Sequence[int]) -> int:
         """The distinct edge-matrix entries of the problem with ``exact`` exact (each array
@@ -179,7 +219,8 @@ class SharedPricing:
                                    objective=problem.evaluate(choices))
 
     def repair(self, problem_of: Callable[[solver.ChoiceProblem], solver.ChoiceProblem],
-               solve: Callable[[solver.ChoiceProblem], solver.Solution],
+               solve: Callable[[solver.ChoiceProblem, tuple[int, ...] | None],
+                               solver.Solution],
                last: solver.Solution, extra: Sequence[int]
                ) -> tuple[solver.Solution, solver.ChoiceProblem] | None:
         """The next round's answer without its whole solve, when a small one proves it.
@@ -211,7 +252,7 @@ class SharedPricing:
         costs = [cost if free[n] else np.where(np.arange(cost.size) == held[n], cost, np.inf)
                  for n, cost in enumerate(problem.node_costs)]
         small = dataclasses.replace(problem, node_costs=tuple(costs), blocks=None)
-        answer = solve(small)
+        answer = solve(small, None)
         slack = self.gap * max(abs(answer.objective), 1e-300)  # solver's relative gap
         if self.more(answer.choices) or answer.objective - last.bound > slack:
             return None
@@ -239,3 +280,13 @@ class SharedPricing:
         """Op choices extended to ``problem``'s nodes (exact shares set as needed)."""
         return completed(choices, self.strategies, self.edges, self.step.edges, self.shares,
                          self.exact, problem.num_nodes)
+
+
+def _with_bound(answer: solver.Solution, bound: float) -> solver.Solution:
+    """``answer`` with the best bound of the rounds (each bounds the truth; none above the
+    answer's truth): optimal when that meets it, its own status otherwise."""
+    bound = min(max(bound, answer.bound), answer.objective)
+    proven = dataclasses.replace(answer, bound=bound, status=solver.SolveStatus.OPTIMAL,
+                                 restricted=None)
+    return proven if proven.optimal else dataclasses.replace(proven, status=answer.status,
+                                                             restricted=answer.restricted)

@@ -274,3 +274,74 @@ def test_an_answer_holding_a_flag_no_reader_needs_is_priced_without_it() -> None
     assert settled.choices == pricing.complete(answer.choices, problem)  # the flags read
     assert settled.objective == pytest.approx(_brute_force(graph, mesh, True, _free_readers),
                                               rel=1e-9)
+
+
+def _second_round_cut_short(monkeypatch, dear: bool) -> dict[str, list]:
+    """Make the second share round end at the time limit (its status says so), solved whole
+    (no repair); ``dear``: its answer is a dear plan (the round's problem solved with every
+    finite reshard free), not the round's own. Records each round's settled op choices and
+    their price at the truth (``SharedPricing``'s own: a precondition, not the check), and
+    the op choices the rounds returned."""
+    from autoshard.planning.shared_solve import SharedPricing
+
+    real, calls = solver.solve, []
+    seen: dict[str, list] = {"rounds": [], "truths": [], "returned": []}
+    settle, solve_rounds = SharedPricing.settled, SharedPricing.solve
+
+    def cut_short(problem, *args, **kwargs):
+        calls.append(problem)
+        if len(calls) != 2:
+            return real(problem, *args, **kwargs)
+        own = real(problem, *args, **kwargs)
+        choices = own.choices
+        if dear:
+            free = [(u, v, np.where(np.isfinite(m), 0.0, np.inf)) for u, v, m in problem.edges]
+            choices = real(dataclasses.replace(problem, edges=free, windows=())).choices
+        return dataclasses.replace(own, choices=tuple(choices), bound=-np.inf,
+                                   objective=problem.evaluate(choices),
+                                   status=solver.SolveStatus.TIME_LIMIT)
+
+    def recorded(self, solution, problem):
+        answer = settle(self, solution, problem)
+        seen["rounds"].append(tuple(answer.choices[:len(self.op_costs)]))
+        seen["truths"].append(answer.objective + self.shortfall(answer.choices))
+        return answer
+
+    def returned(self, *args, **kwargs):
+        answer, problem = solve_rounds(self, *args, **kwargs)
+        seen["returned"].append(tuple(answer.choices[:len(self.op_costs)]))
+        return answer, problem
+
+    monkeypatch.setattr(solver, "solve", cut_short)
+    monkeypatch.setattr(SharedPricing, "repair", lambda self, *args: None)
+    monkeypatch.setattr(SharedPricing, "settled", recorded)
+    monkeypatch.setattr(SharedPricing, "solve", returned)
+    return seen
+
+
+@pytest.mark.parametrize("dear", [False, True])
+def test_a_round_cut_short_by_the_time_limit_ends_on_the_cheapest_plan_at_its_truth(
+        dear: bool, monkeypatch) -> None:
+    """transformer on dp=2,tp=4 needs a second round. Cut short by the time limit, the
+    rounds stop and say why; the plan is the round's whose plan is cheapest at its truth
+    (with ``dear``, the first round's), priced at that truth (the per-edge step with
+    duplicate moves removed), and the bound, the best of the rounds', is below the proven
+    optimum."""
+    graph, grid = zoo.build("transformer"), autoshard.Mesh.parse("dp=2,tp=4")
+    optimum = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
+    assert optimum.objective.optimal and optimum.stats["shared_exact"] > 0
+    seen = _second_round_cut_short(monkeypatch, dear)
+    stopped = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
+    rounds, truths, returned = (list(seen[key]) for key in ("rounds", "truths", "returned"))
+    assert len(rounds) == 2  # no third round
+    assert stopped.objective.status == "time_limit"
+    assert any("time limit ran out in shared-reshard round 2" in note
+               for note in stopped.notes)
+    assert _step_without_duplicates(stopped, graph, grid) == pytest.approx(
+        stopped.objective.total_s, rel=1e-9)
+    assert optimum.objective.total_s <= stopped.objective.total_s * (1 + 1e-9)
+    assert stopped.objective.lower_bound_s <= optimum.objective.total_s * (1 + 1e-9)
+    cheapest = int(np.argmin(truths))
+    assert returned == [rounds[cheapest]]
+    if dear:
+        assert truths[1] > truths[0] and cheapest == 0  # the dear plan is dearer at its truth
