@@ -426,7 +426,8 @@ class _Planner:
         stop_when = over if self.memory.may_exceed(budget) else None
         free, self.problem = self.pricing.solve(lambda p: p, lambda p, start: solver.solve(
             p, time_limit=remaining(), backend=options.backend, gap=options.gap,
-            stop_when=stop_when, incumbent=start), out_of_time)
+            stop_when=stop_when, incumbent=start), out_of_time,
+            timed=options.time_limit is not None)
         if self.memory.constrained_peak(free.choices) <= budget:
             return free
         rows = self.memory.rows(budget)  # once: each shared-reshard round reuses them
@@ -442,7 +443,7 @@ class _Planner:
                 p, time_limit=remaining(), backend=options.backend, known_bound=free.bound,
                 gap=options.gap, incumbent=start,
                 free_choices=free.choices if len(free.choices) == p.num_nodes else None),
-                out_of_time)
+                out_of_time, timed=options.time_limit is not None)
             return answer
         except solver.Infeasible as exc:
             problem = constrained(self.pricing.problem())

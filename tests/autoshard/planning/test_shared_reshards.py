@@ -276,21 +276,22 @@ def test_an_answer_holding_a_flag_no_reader_needs_is_priced_without_it() -> None
                                               rel=1e-9)
 
 
-def _second_round_cut_short(monkeypatch, dear: bool) -> dict[str, list]:
+def _second_round_cut_short(monkeypatch, dear: bool, timed: bool) -> dict[str, list]:
     """Make the second share round end at the time limit (its status says so), solved whole
     (no repair); ``dear``: its answer is a dear plan (the round's problem solved with every
     finite reshard free), not the round's own. Records each round's settled op choices and
     their price at the truth (``SharedPricing``'s own: a precondition, not the check), and
-    the op choices the rounds returned."""
+    the op choices the rounds returned. ``timed``: the per-consumer solve comes first."""
     from autoshard.planning.shared_solve import SharedPricing
 
     real, calls = solver.solve, []
     seen: dict[str, list] = {"rounds": [], "truths": [], "returned": []}
     settle, solve_rounds = SharedPricing.settled, SharedPricing.solve
+    per_consumer = SharedPricing.per_consumer
 
     def cut_short(problem, *args, **kwargs):
         calls.append(problem)
-        if len(calls) != 2:
+        if len(calls) != (3 if timed else 2):  # the second round's solve
             return real(problem, *args, **kwargs)
         own = real(problem, *args, **kwargs)
         choices = own.choices
@@ -312,36 +313,50 @@ def _second_round_cut_short(monkeypatch, dear: bool) -> dict[str, list]:
         seen["returned"].append(tuple(answer.choices[:len(self.op_costs)]))
         return answer, problem
 
+    def plain(self, *args):  # the per-consumer optimum, a candidate too
+        answer = per_consumer(self, *args)
+        seen["rounds"].append(tuple(answer.choices[:len(self.op_costs)]))
+        seen["truths"].append(answer.objective)
+        return answer
+
     monkeypatch.setattr(solver, "solve", cut_short)
+    monkeypatch.setattr(SharedPricing, "per_consumer", plain)
     monkeypatch.setattr(SharedPricing, "repair", lambda self, *args: None)
     monkeypatch.setattr(SharedPricing, "settled", recorded)
     monkeypatch.setattr(SharedPricing, "solve", returned)
     return seen
 
 
+@pytest.mark.parametrize("timed", [False, True])
 @pytest.mark.parametrize("dear", [False, True])
 def test_a_round_cut_short_by_the_time_limit_ends_on_the_cheapest_plan_at_its_truth(
-        dear: bool, monkeypatch) -> None:
+        dear: bool, timed: bool, monkeypatch) -> None:
     """transformer on dp=2,tp=4 needs a second round. Cut short by the time limit, the
-    rounds stop and say why; the plan is the round's whose plan is cheapest at its truth
-    (with ``dear``, the first round's), priced at that truth (the per-edge step with
-    duplicate moves removed), and the bound, the best of the rounds', is below the proven
-    optimum."""
+    rounds stop and say why; the plan is the cheapest at its truth of the rounds' and the
+    per-consumer optimum's (solved first under a time limit, ``timed``, else once the
+    rounds stop), priced at that truth (the per-edge step with duplicate moves removed), so
+    never dearer than the plan sharing off gives at its truth; and the bound, the best of
+    the rounds', is below the proven optimum."""
     graph, grid = zoo.build("transformer"), autoshard.Mesh.parse("dp=2,tp=4")
     optimum = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
     assert optimum.objective.optimal and optimum.stats["shared_exact"] > 0
-    seen = _second_round_cut_short(monkeypatch, dear)
-    stopped = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
+    default = autoshard.plan(graph, grid, training=True, overlap="none")
+    default_truth = _step_without_duplicates(default, graph, grid)
+    seen = _second_round_cut_short(monkeypatch, dear, timed)
+    stopped = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True,
+                             time_limit=3600.0 if timed else None)
     rounds, truths, returned = (list(seen[key]) for key in ("rounds", "truths", "returned"))
-    assert len(rounds) == 2  # no third round
+    assert len(rounds) == 3  # two rounds and the per-consumer plan: no third round
     assert stopped.objective.status == "time_limit"
     assert any("time limit ran out in shared-reshard round 2" in note
                for note in stopped.notes)
     assert _step_without_duplicates(stopped, graph, grid) == pytest.approx(
         stopped.objective.total_s, rel=1e-9)
     assert optimum.objective.total_s <= stopped.objective.total_s * (1 + 1e-9)
+    assert stopped.objective.total_s <= default_truth * (1 + 1e-9)
     assert stopped.objective.lower_bound_s <= optimum.objective.total_s * (1 + 1e-9)
     cheapest = int(np.argmin(truths))
     assert returned == [rounds[cheapest]]
-    if dear:
-        assert truths[1] > truths[0] and cheapest == 0  # the dear plan is dearer at its truth
+    if dear:  # the second round's plan is dearer at its truth than the first's
+        second = 2 if timed else 1  # (timed: the per-consumer plan came first)
+        assert truths[second] > truths[second - 1] and rounds[cheapest] != rounds[second]
