@@ -11,9 +11,12 @@ solved whole, a small solve of it (only the ops around the shares just made exac
 may already meet the last round's bound with an answer that undercharges nothing: that
 answer is optimal (:meth:`SharedPricing.repair`). After
 ``MAX_ROUNDS`` rounds, when a producer would need more than ``MAX_EXACT_PER_GROUP`` exact
-layouts, or when the next round's problem would hold more than ``MAX_ROUND_ENTRIES`` distinct
-edge-matrix entries, the last answer is returned priced at its truth with the relaxation's
-bound (a feasible plan with a stated gap, not a proof).
+layouts, when the next round's problem would hold more than ``MAX_ROUND_ENTRIES`` distinct
+edge-matrix entries, or once the time limit has run out, the rounds stop: the answer is the
+cheapest plan at its truth of every round's and of the per-consumer optimum's, with the best
+bound of the rounds (a feasible plan with a stated gap, not a proof). Each round starts from
+the best plan so far (``solver.solve(incumbent=)``), so one cut short by the time limit
+returns at least that, without a late search for a first plan.
 """
 
 from __future__ import annotations
