@@ -135,7 +135,8 @@ def _solve_chain_with_memory(problem: ChoiceProblem, chain: Chain, clock: Clock,
     goes on to the tied search, which starts from the better of the two bounds and keeps the
     better plan (it cannot raise the bound, only find a better plan). Out of time with no
     priced plan, the caller's ``incumbent`` (else the leanest plan) is the answer."""
-    priced = solve_priced(problem, chain, clock, gap, before, known_bound, free_choices)
+    priced = solve_priced(problem, chain, clock, gap, before, known_bound, free_choices,
+                          incumbent)
     if priced is not None and (closed(priced.objective, priced.bound,
                                       max(gap, TIED_SEARCH_GAP)) or clock.expired()):
         return priced

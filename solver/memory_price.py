@@ -145,6 +145,7 @@ class _PriceSearch:
         self.bound = -math.inf if known_bound is None else known_bound
         self.probes: list[Probe] = []
         self.crossing: float | None = None  # the last Kelley cut's price (see run)
+        self.rescue: tuple[int, ...] | None = None  # the caller's plan (solve_priced)
 
     @property
     def best(self) -> Probe | None:
@@ -174,8 +175,12 @@ class _PriceSearch:
         # polish MIP alone took 153 s of 300 and the mix never ran)
         sub = Clock(remaining if remaining is None or not self.probes
                     else remaining * PROBE_SHARE)
+        # a plan for a probe that runs out of time before it has one: every probe's plan and
+        # the caller's are plans of every priced problem (the same nodes and options)
+        rescue = self.probes[-1].choices if self.probes else self.rescue
         answer = solve_periodic(priced, self.chain, sub, max(self.gap, GOOD_ENOUGH_GAP),
-                                sizes_of(priced), probe=True, pdlp_iterations=pdlp_iterations)
+                                sizes_of(priced), probe=True, pdlp_iterations=pdlp_iterations,
+                                rescue=rescue)
         self.clock.phases.extend((f"priced_{name}", s) for name, s in answer.stats.seconds)
         self.clock.mark = sub.mark
         choices = answer.choices
@@ -350,14 +355,17 @@ def _tighten(problem: ChoiceProblem, chain: Chain, search: _PriceSearch, probes:
 
 def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
                  before: Sizes, known_bound: float | None,
-                 free_choices: tuple[int, ...] | None = None) -> Solution | None:
+                 free_choices: tuple[int, ...] | None = None,
+                 incumbent: tuple[int, ...] | None = None) -> Solution | None:
     """The best fitting plan the price search finds, with the best bound of any price
     (at least ``known_bound``); ``None`` when the rows cannot be priced or no plan fit.
 
     The row priced first is the one where ``free_choices`` (the optimum without memory
     rows, when the caller has it) peaks: the row that plan must come down on. If the search
     leaves a gap, the row where its cheapest non-fitting plan peaks is priced next (each
-    round's bound is valid; the best is kept)."""
+    round's bound is valid; the best is kept). ``incumbent``: the caller's plan, a probe's
+    first plan only if the time runs out before the probe finds one
+    (``solve_periodic(rescue=)``)."""
     if problem.memory_limit is None or not problem.memory_rows():
         return None
     scale = abs(known_bound) if known_bound not in (None, 0.0) else 1.0
@@ -372,6 +380,7 @@ def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
         if row is None:
             break
         search = _PriceSearch(problem, chain, row, clock, gap, bound)
+        search.rescue = incumbent if not probes else probes[-1].choices
         search.run(scale / max(problem.memory_limit, 1.0), free_choices)
         probes += search.probes
         bound = search.bound

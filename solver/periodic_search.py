@@ -365,7 +365,8 @@ class _Search:
 def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
                    before: Sizes, probe: bool = False,
                    pdlp_iterations: int | None = None,
-                   incumbent: tuple[int, ...] | None = None) -> Solution:
+                   incumbent: tuple[int, ...] | None = None,
+                   rescue: tuple[int, ...] | None = None) -> Solution:
     """The chain's periodic LP with one, then two distinct blocks at each end; the tied search
     only when neither gives a plan within ``GOOD_ENOUGH_GAP`` (see the module docstring).
 
@@ -378,7 +379,10 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
     ``pdlp_iterations`` caps PDLP on that road (a probe that only explores asks for fewer).
     ``incumbent``: the caller's plan, the best one until a cheaper is found; with it in hand
     nothing starts once the time is up (not offered to the clock's ``stop_when``: it is not
-    a plan this search found).
+    a plan this search found). ``rescue``: a plan used only if the time runs out before the
+    search has one, instead of the tied search finding a first plan late (a memory price's
+    probe of a shared-reshard round: its CP-SAT first plan took 34 s of a 20 s limit); an
+    unhurried search never sees it.
     """
     search, after = _Search(problem, chain, clock, gap, probe=probe,
                             pdlp_iterations=pdlp_iterations), before
@@ -400,6 +404,9 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
                     lp_bound, search.best_value)
         if (probe or search.done(GOOD_ENOUGH_GAP)) and on_pdlp:
             break
+    if search.best is None and rescue is not None and clock.expired():
+        search.best, search.best_value = rescue, problem.evaluate(rescue)
+        search.how = GIVEN
     # the plan at hand is the answer: the time is up, or a probe's LP was PDLP's
     late = search.best is not None and (clock.expired() or (probe and on_pdlp))
     answer = None if search.done(GOOD_ENOUGH_GAP) or late else solve_restricted(

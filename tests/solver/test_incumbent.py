@@ -11,6 +11,7 @@ nothing here is timed.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -118,3 +119,34 @@ def test_a_plan_that_is_not_one_is_refused_with_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="above the memory limit"):
         solve(problem, incumbent=(0, 1))
     assert solve(problem, incumbent=(0, 0)).choices == (0, 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_memory_price_probe_out_of_time_starts_from_the_callers_plan(seed,
+                                                                      monkeypatch) -> None:
+    """Every probe of the memory price search gets no time at all, and its LP no answer
+    (as PDLP stopped at 0 iterations): without a plan of its own, each takes the caller's
+    incumbent (or the last probe's plan) instead of running the tied search late for a
+    first plan, and the answer still holds against exhaustive search."""
+    import solver.memory_price as memory_price
+    from solver.backends.lp_answer import LPAnswer
+
+    problem = _problems(seed)["memory"]
+    try:
+        _, best = exhaustive(problem)
+    except Infeasible:
+        pytest.skip("no plan fits this instance")
+    plans = _plans(problem, seed)
+    incumbent = plans[len(plans) // 2]
+
+    def no_late_search(*args, **kwargs):
+        raise AssertionError("a probe ran the tied search after its deadline")
+
+    monkeypatch.setattr(memory_price, "Clock", _Expired)
+    monkeypatch.setattr(periodic_search, "lp_answers",
+                        lambda *args, **kwargs: iter([LPAnswer(None, -math.inf)]))
+    monkeypatch.setattr(periodic_search, "solve_restricted", no_late_search)
+    answer = solve(problem, incumbent=incumbent)
+    assert answer.objective <= problem.evaluate(incumbent) + 1e-12
+    assert best - 1e-9 <= answer.objective and answer.bound <= best + 1e-9
+    assert problem.peak_memory(answer.choices) <= problem.memory_limit
