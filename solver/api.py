@@ -90,7 +90,7 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
     start = None if incumbent is None else _checked_incumbent(problem, incumbent)
     answer = _solve(problem, time_limit, backend, reductions, gap, known_bound, free_choices,
                     stop_when, start)
-    return answer if start is None else no_dearer(problem, answer, start)
+    return answer if start is None else _no_dearer(problem, answer, start)
 
 
 def _solve(problem: ChoiceProblem, time_limit: float | None, backend: str, reductions: bool,
@@ -146,7 +146,7 @@ def _solve_chain_with_memory(problem: ChoiceProblem, chain: Chain, clock: Clock,
         lean = incumbent if incumbent is not None else leanest(problem)
         if lean is not None:
             return finish(problem, lean, -math.inf if bound is None else bound, True, clock,
-                          "leanest", before, before)
+                          "leanest" if incumbent is None else "incumbent", before, before)
     tied = solve_restricted(problem, chain, clock, gap, before, bound)
     if priced is not None and priced.objective < tied.objective:
         return priced
@@ -171,7 +171,7 @@ def _checked_incumbent(problem: ChoiceProblem, incumbent: Sequence[int]
     return plan
 
 
-def no_dearer(problem: ChoiceProblem, answer: Solution, incumbent: tuple[int, ...]
+def _no_dearer(problem: ChoiceProblem, answer: Solution, incumbent: tuple[int, ...]
               ) -> Solution:
     """``answer``, or the caller's ``incumbent`` in its place when that costs less: with the
     answer's bound (a bound of the problem, whatever plan it is set against), optimal if it

@@ -138,14 +138,15 @@ class _PriceSearch:
     """The search over the price (mutable state of one solve)."""
 
     def __init__(self, problem: ChoiceProblem, chain: Chain, row: list[np.ndarray],
-                 clock: Clock, gap: float, known_bound: float | None):
+                 clock: Clock, gap: float, known_bound: float | None,
+                 rescue: tuple[int, ...] | None = None):
         self.problem, self.chain, self.row, self.clock = problem, chain, row, clock
         self.gap = gap
         self.limit = float(problem.memory_limit if problem.memory_limit is not None else math.inf)
         self.bound = -math.inf if known_bound is None else known_bound
         self.probes: list[Probe] = []
         self.crossing: float | None = None  # the last Kelley cut's price (see run)
-        self.rescue: tuple[int, ...] | None = None  # the caller's plan (solve_priced)
+        self.rescue = rescue  # a plan for a probe out of time before its first (probe)
 
     @property
     def best(self) -> Probe | None:
@@ -379,8 +380,8 @@ def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
         row = priced_row(problem, chain, index)
         if row is None:
             break
-        search = _PriceSearch(problem, chain, row, clock, gap, bound)
-        search.rescue = incumbent if not probes else probes[-1].choices
+        search = _PriceSearch(problem, chain, row, clock, gap, bound,
+                              incumbent if not probes else probes[-1].choices)
         search.run(scale / max(problem.memory_limit, 1.0), free_choices)
         probes += search.probes
         bound = search.bound
