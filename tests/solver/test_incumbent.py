@@ -150,3 +150,4 @@ def test_a_memory_price_probe_out_of_time_starts_from_the_callers_plan(seed,
     assert answer.objective <= problem.evaluate(incumbent) + 1e-12
     assert best - 1e-9 <= answer.objective and answer.bound <= best + 1e-9
     assert problem.peak_memory(answer.choices) <= problem.memory_limit
+
