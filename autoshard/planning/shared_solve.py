@@ -139,10 +139,11 @@ class SharedPricing:
 
         The per-consumer optimum (the plan without shared pricing) is a plan of every round:
         where the rounds stop early it is one of the candidates, so the answer is never
-        dearer at its truth than the plan sharing off gives. Under a time limit (``timed``)
-        it is solved first and starts round 1 (the time may run out in any round: mixtral-
-        8x7b dp=2,ep=4,tp=8 under 10 s ended round 1 cut short at 319.7 ms, against 261.3 ms
-        per consumer); without one, only when the rounds stop early."""
+        dearer at its truth than the plan sharing off gives under the same time limit. Under
+        a time limit (``timed``) it is solved first and starts round 1 (the time may run out
+        in any round: mixtral-8x7b dp=2,ep=4,tp=8 under 10 s ended round 1 cut short at
+        319.7 ms, against 261.3 ms per consumer); without one, only when the rounds stop
+        early."""
         best: tuple[solver.Solution, solver.ChoiceProblem] | None = None
         bound = -np.inf
         while True:
