@@ -99,7 +99,7 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
     answer = answer if start is None else _no_dearer(problem, answer, start)
     if closed(answer.objective, answer.bound, max(gap, FLOOR_GAP)):
         return answer
-    return _floored(problem, answer)
+    return answer.with_bound(floor_bound(problem))
 
 
 def _solve(problem: ChoiceProblem, time_limit: float | None, backend: str, reductions: bool,
@@ -181,20 +181,17 @@ def _checked_incumbent(problem: ChoiceProblem, incumbent: Sequence[int]
 
 
 def _no_dearer(problem: ChoiceProblem, answer: Solution, incumbent: tuple[int, ...]
-              ) -> Solution:
+               ) -> Solution:
     """``answer``, or the caller's ``incumbent`` in its place when that costs less: with the
     answer's bound (a bound of the problem, whatever plan it is set against), optimal if it
     meets it, else the answer's status (a proven answer it undercuts is within its gap)."""
     value = problem.evaluate(incumbent)
     if value >= answer.objective:
         return answer
-    kept = dataclasses.replace(answer, choices=incumbent, objective=value,
-                               bound=min(answer.bound, value), status=SolveStatus.OPTIMAL,
-                               peak_memory=problem.peak_memory(incumbent), restricted=None)
-    if kept.optimal:
-        return kept
-    status = SolveStatus.FEASIBLE if answer.optimal else answer.status
-    return dataclasses.replace(kept, status=status)
+    status = SolveStatus.FEASIBLE if answer.status is SolveStatus.OPTIMAL else answer.status
+    return dataclasses.replace(answer, choices=incumbent, objective=value, bound=-math.inf,
+                               status=status, peak_memory=problem.peak_memory(incumbent),
+                               restricted=None).with_bound(answer.bound)
 
 
 def floor_bound(problem: ChoiceProblem) -> float:
@@ -220,18 +217,6 @@ def floor_bound(problem: ChoiceProblem) -> float:
             stream.constant + sum(low(vec) for _, vec in stream.nodes)
             + sum(low(matrix) for _, _, matrix in stream.edges) for stream in window.streams)
     return total if math.isfinite(total) else -math.inf
-
-
-def _floored(problem: ChoiceProblem, answer: Solution) -> Solution:
-    """``answer`` with :func:`floor_bound` as its bound where that is higher (a search cut
-    short before its LP proved anything): optimal if it meets the plan."""
-    floor = min(floor_bound(problem), answer.objective)
-    if floor <= answer.bound:
-        return answer
-    raised = dataclasses.replace(answer, bound=floor, status=SolveStatus.OPTIMAL,
-                                 restricted=None)
-    return raised if raised.optimal else dataclasses.replace(
-        raised, status=answer.status, restricted=answer.restricted)
 
 
 def leanest(problem: ChoiceProblem) -> tuple[int, ...] | None:

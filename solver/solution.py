@@ -6,6 +6,7 @@ habit): ``gap`` is computed from ``objective`` and ``bound``, and ``optimal`` fr
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 
@@ -74,3 +75,29 @@ class Solution:
     @property
     def optimal(self) -> bool:
         return self.gap <= OPTIMALITY_GAP
+
+    def with_bound(self, bound: float) -> Solution:
+        """This plan under ``bound`` where that is higher (never above the plan's cost), the
+        status ``OPTIMAL`` when it then meets the plan, and otherwise this status and
+        restriction. A bound proven elsewhere (another round, a floor, a plan swapped in by
+        the caller) keeps its meaning whatever plan it is set against.
+
+        Example:
+            >>> stats = SolveStats(backend="x", nodes_before=1, nodes_after=1,
+            ...                    options_before=2, options_after=2, edges_before=0,
+            ...                    edges_after=0)
+            >>> cut = Solution(choices=(0,), objective=4.0, bound=1.0,
+            ...                status=SolveStatus.TIME_LIMIT, stats=stats)
+            >>> cut.with_bound(3.0).bound, cut.with_bound(3.0).status.name
+            (3.0, 'TIME_LIMIT')
+            >>> cut.with_bound(9.0).bound, cut.with_bound(9.0).status.name
+            (4.0, 'OPTIMAL')
+            >>> cut.with_bound(0.5) is cut
+            True
+        """
+        raised = min(max(bound, self.bound), self.objective)
+        if raised == self.bound:
+            return self
+        proven = dataclasses.replace(self, bound=raised, status=SolveStatus.OPTIMAL,
+                                     restricted=None)
+        return proven if proven.optimal else dataclasses.replace(self, bound=raised)

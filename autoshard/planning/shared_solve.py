@@ -161,7 +161,7 @@ class SharedPricing:
             if not extra and not cut and (best is None or truth <= best[0].objective
                                           + TIE * abs(best[0].objective)):
                 self.converged = True
-                return _with_bound(solution, bound), problem
+                return solution.with_bound(bound), problem
             if best is None or truth < best[0].objective:
                 best = dataclasses.replace(solution, objective=truth), problem
             late = cut or out_of_time()
@@ -207,7 +207,8 @@ class SharedPricing:
         that bound proves it (a later round's bound may prove an earlier round's plan)."""
         answer, problem = best
         status = solver.SolveStatus.TIME_LIMIT if late else solver.SolveStatus.FEASIBLE
-        answer = _with_bound(dataclasses.replace(answer, status=status), bound)
+        answer = dataclasses.replace(answer, bound=-np.inf, status=status).with_bound(
+            max(bound, answer.bound))
         return (answer if answer.optimal else dataclasses.replace(answer, restricted=stop),
                 problem)
 
@@ -316,12 +317,3 @@ class SharedPricing:
         return completed(choices, self.strategies, self.edges, self.step.edges, self.shares,
                          self.exact, problem.num_nodes)
 
-
-def _with_bound(answer: solver.Solution, bound: float) -> solver.Solution:
-    """``answer`` with the best bound of the rounds (each bounds the truth; none above the
-    answer's truth): optimal when that meets it, its own status otherwise."""
-    bound = min(max(bound, answer.bound), answer.objective)
-    proven = dataclasses.replace(answer, bound=bound, status=solver.SolveStatus.OPTIMAL,
-                                 restricted=None)
-    return proven if proven.optimal else dataclasses.replace(proven, status=answer.status,
-                                                             restricted=answer.restricted)
