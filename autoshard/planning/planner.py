@@ -427,7 +427,7 @@ class _Planner:
         free, self.problem = self.pricing.solve(lambda p: p, lambda p, start: solver.solve(
             p, time_limit=remaining(), backend=options.backend, gap=options.gap,
             stop_when=stop_when, incumbent=start), out_of_time,
-            timed=options.time_limit is not None)
+            timed=options.time_limit is not None, enough=stop_when)
         if self.memory.constrained_peak(free.choices) <= budget:
             return free
         rows = self.memory.rows(budget)  # once: each shared-reshard round reuses them

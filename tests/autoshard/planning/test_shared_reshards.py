@@ -360,3 +360,33 @@ def test_a_round_cut_short_by_the_time_limit_ends_on_the_cheapest_plan_at_its_tr
     if dear:  # the second round's plan is dearer at its truth than the first's
         second = 2 if timed else 1  # (timed: the per-consumer plan came first)
         assert truths[second] > truths[second - 1] and rounds[cheapest] != rounds[second]
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_the_pass_without_memory_rows_stopped_by_its_plan_runs_once(share: bool,
+                                                                     monkeypatch) -> None:
+    """Where memory binds, the planner's pass without memory rows stops once its plan does
+    not fit (``solver.solve(stop_when=)``: the status of a solve out of time), wanting only
+    its bound. That stop is not a shared-reshard round cut short by the time limit: the pass
+    is solved once (before, without a time limit, the per-consumer problem was solved again:
+    the same problem, sharing off), and no note speaks of shared-reshard rounds."""
+    graph, grid = zoo.build("transformer"), autoshard.Mesh.parse("dp=2,tp=4")
+    free = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=share)
+    real, stopped = solver.solve, []
+
+    def stop_early(problem, *args, **kwargs):
+        answer = real(problem, *args, **kwargs)
+        if kwargs.get("stop_when") is None:
+            return answer
+        stopped.append(kwargs["stop_when"](answer.choices))
+        if not stopped[-1]:
+            return answer
+        return dataclasses.replace(answer, status=solver.SolveStatus.TIME_LIMIT)
+
+    monkeypatch.setattr(solver, "solve", stop_early)
+    limit = free.peak_bytes_per_device * (0.8 if share else 0.95)  # limits quick to solve
+    tight = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=share,
+                           memory_limit=limit)
+    assert stopped == [True]  # one pass, and its plan did not fit
+    assert tight.peak_bytes_per_device <= limit
+    assert not any("shared-reshard" in note for note in tight.notes)
