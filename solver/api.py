@@ -23,21 +23,14 @@ from solver.clock import Clock
 from solver.errors import UnknownBackendError
 from solver.exact import exhaustive
 from solver.graph_search import Sizes, closed, finish, sizes_of, solve_graph
-from solver.memory_price import solve_priced
+from solver.memory_price import TIED_SEARCH_GAP, solve_priced
 from solver.periodic import Chain, find_chain
-from solver.periodic_search import GOOD_ENOUGH_GAP, solve_periodic, solve_restricted
+from solver.periodic_search import solve_periodic, solve_restricted
 from solver.problem import ChoiceProblem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
 from solver.windowed import solve_windowed
 
 BACKENDS = ("auto", "highs", "cpsat", "dp", "exhaustive")
-# A priced plan this close to its bound is not handed to the tied search. The price search's
-# probes each stop at GOOD_ENOUGH_GAP of their own bound, so its gap ends near GOOD_ENOUGH_GAP
-# by construction (llama3.1-405b dp=8,fsdp=8,tp=8: 0.493-0.574 % from run to run); from just
-# above it the tied search (a MIP over all 126 layers with every memory row) found nothing
-# better in the 45-150 s left, overran the 300 s limit by up to 50 s building its model, and
-# took the peak RSS from 3.5 to 8.5 GB.
-TIED_SEARCH_GAP = 2 * GOOD_ENOUGH_GAP
 # An answer further than this from its bound has its bound raised to ``floor_bound`` where
 # that is higher. Closer, the floor (each node's and edge's cheapest entry) cannot help: on
 # the scale targets' training steps it sits 54-72 % below the optimum (gpt2 12 layers on

@@ -26,7 +26,10 @@ cross (Kelley's cutting planes in one dimension; the unconstrained optimum, when
 has it, is the non-fitting plan at price 0, so a first price that already fits is cut too).
 Finally the best fitting plan and each cheaper one that did not fit are mixed block by
 block (:func:`_mixed`, :mod:`solver.block_mix`: a MIP optimal over every block-by-block mix of
-the two), which a plan with identical interior blocks cannot do. With one memory row that
+the two), which a plan with identical interior blocks cannot do; where that still leaves
+more than ``TIED_SEARCH_GAP``, the best tied plan over the options the probes' plans use
+(:func:`_tied`, :mod:`solver.tied_plan`: a plan inside the hull of (memory, cost), which no
+price asks for) is the last candidate. With one memory row that
 binds, the Lagrangian dual is the lower convex hull of the plans' (memory, cost) points at the
 limit, and a mix of the two plans beside the limit reaches that hull up to one block's worth
 and the junctions: what is left is the periodic LP's own gap at the price. A gap above
@@ -58,6 +61,7 @@ from solver.periodic_bound import chain_bound
 from solver.periodic_search import GOOD_ENOUGH_GAP, solve_periodic
 from solver.problem import ChoiceProblem
 from solver.solution import Solution
+from solver.tied_plan import best_tied_plan
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +75,28 @@ PRICE_GROWTH = 4.0
 PROBE_SHARE = 0.25
 MIX_SECONDS = 10.0  # the block mix's MIP, even past the deadline (see _mixed)
 MIX_RESTRICTION = "every layer takes one of two priced plans' strategies"
+TIED_RESTRICTION = ("identical interior layers, each op taking a strategy one of the priced "
+                    "plans takes there")
+# the tied plan's MIP (solver.tied_plan), even without a time limit: on the 6-layer
+# gpt2-shaped chain at 90 % of its free peak it took 1.2-2.4 s; over every option (not only
+# the probes') 237 s, for a plan 0.04 % cheaper. It is looked for only where the block mix
+# leaves more than TIED_SEARCH_GAP: where the mix is close, the layers that differ are what
+# its plan gains, which no tied plan has (llama3.1-405b, mix 0.54 % from its bound: the tied
+# MIP ran its 30 s out at a plan twice as slow; llama3-70b dp=8,tp=8 at 40 GiB, mix 0.44 %:
+# 10.5 s for a tied plan 5 % slower than the mix)
+TIED_SECONDS = 30.0
 # the cuts stop once the crossing price moves by at most this share: llama3.1-405b's LP bound
 # moved 0.07 % between prices 6 % apart (0.003212 and 0.003027 s/GB), and cuts 1.5 % apart
 # each took a 19-22 s probe (one found a fitting plan 0.07 % cheaper, the next nothing)
 CUT_SETTLED = 0.02
+# A priced plan this close to its bound is not handed to the tied search (``api``), nor
+# looked for among the tied plans over the probes' options (:func:`_tied`). The price search's
+# probes each stop at GOOD_ENOUGH_GAP of their own bound, so its gap ends near GOOD_ENOUGH_GAP
+# by construction (llama3.1-405b dp=8,fsdp=8,tp=8: 0.493-0.574 % from run to run); from just
+# above it the tied search (a MIP over all 126 layers with every memory row) found nothing
+# better in the 45-150 s left, overran the 300 s limit by up to 50 s building its model, and
+# took the peak RSS from 3.5 to 8.5 GB.
+TIED_SEARCH_GAP = 2 * GOOD_ENOUGH_GAP
 # a gap above this after the block mix gets the last look at the bound (_tighten): half of
 # GOOD_ENOUGH_GAP, at which each probe stops, so that a search whose gap lands just under
 # the bar (llama3.1-405b: 0.49-0.56 % in four runs) gets it too
@@ -310,19 +332,42 @@ def _run_mix(problem: ChoiceProblem, chain: Chain, cheap: Probe, fitting: Probe,
 
 
 def _best_plan(problem: ChoiceProblem, chain: Chain, probes: list[Probe], bound: float,
-               gap: float, clock: Clock) -> tuple[int, ...]:
+               gap: float, clock: Clock) -> tuple[tuple[int, ...], str | None]:
     """The cheapest fitting probe's plan, or a cheaper block mix of it with a cheaper probe
     that does not fit (every such probe as the mix's cheap side, the best mix kept: the
-    cheapest one, often the free optimum far over the memory, is not always the best)."""
+    cheapest one, often the free optimum far over the memory, is not always the best), or a
+    cheaper tied plan over the options of all of these (:func:`_tied`); with the
+    restriction the plan was found under (``None`` for a probe's own plan)."""
     best = min((p for p in probes if p.fits), key=lambda p: p.cost)
     cheap = [p for p in probes if not p.fits and p.cost < best.cost]
     if not cheap or closed(best.cost, bound, gap):
-        return best.choices
+        return best.choices, None
     mixes = [found for k, p in enumerate(sorted(cheap, key=lambda p: (p.cost, -p.price)))
              if (k == 0 or not clock.expired())
              and (found := _mixed(problem, chain, p, best, clock)) is not None]
     clock.lap("priced_mix")
-    return min(mixes, key=lambda m: m[1])[0] if mixes else best.choices
+    found = [(choices, cost, MIX_RESTRICTION) for choices, cost in mixes]
+    found.append((best.choices, best.cost, None))
+    choices, cost, how = min(found, key=lambda m: m[1])
+    if closed(cost, bound, max(gap, TIED_SEARCH_GAP)) or clock.expired():
+        return choices, how
+    tied = _tied(problem, chain, [p.choices for p in probes] + [m[0] for m in mixes], gap,
+                 clock)
+    if tied is not None and tied[1] < cost:
+        return tied[0], TIED_RESTRICTION
+    return choices, how
+
+
+def _tied(problem: ChoiceProblem, chain: Chain, plans: list[tuple[int, ...]], gap: float,
+          clock: Clock) -> tuple[tuple[int, ...], float] | None:
+    """The cheapest fitting plan with identical interior blocks over the options ``plans``
+    use (:func:`solver.tied_plan.best_tied_plan`): a plan inside the hull of (memory, cost)
+    that no price asks for, searched for at most ``TIED_SECONDS`` (within the deadline)."""
+    remaining = clock.remaining()
+    limit = TIED_SECONDS if remaining is None else min(remaining, TIED_SECONDS)
+    found = best_tied_plan(problem, chain, plans, limit, gap)
+    clock.lap("priced_tied")
+    return found
 
 
 def _tighten(problem: ChoiceProblem, chain: Chain, search: _PriceSearch, probes: list[Probe],
@@ -394,13 +439,13 @@ def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
     if not fitting:
         return None
     assert bound is not None
-    choices = _best_plan(problem, chain, probes, bound, gap, clock)
+    choices, how = _best_plan(problem, chain, probes, bound, gap, clock)
     if search is not None and not closed(problem.evaluate(choices), bound,
                                          max(gap, TIGHTEN_GAP)):
         bound = _tighten(problem, chain, search, probes, choices, gap, clock)
     timed_out = clock.remaining() == 0.0
     answer = finish(problem, choices, bound, timed_out, clock, "priced", before, before)
-    if choices in {p.choices for p in probes} or answer.optimal:
+    if how is None or answer.optimal:
         return answer
-    return dataclasses.replace(answer, restricted=MIX_RESTRICTION)
+    return dataclasses.replace(answer, restricted=how)
 
