@@ -64,10 +64,12 @@ def representatives(num_nodes: int, chain: Chain) -> np.ndarray:
 
 
 class _Options:
-    """Per representative the options kept (``kept[q]``, sorted) and, per whole node, where
-    each kept option of its representative sits in its own vector (the same indices)."""
+    """Per representative the options kept (``kept[q]``, sorted: the options some plan
+    takes at a node it stands for); a whole node's kept options are its representative's,
+    as indices into its own vectors (the members of one representative have the same
+    options)."""
 
-    def __init__(self, problem: ChoiceProblem, rep: np.ndarray, plans: Sequence[Sequence[int]]):
+    def __init__(self, rep: np.ndarray, plans: Sequence[Sequence[int]]):
         count = int(rep.max()) + 1
         sets: list[set[int]] = [set() for _ in range(count)]
         for plan in plans:
@@ -89,7 +91,7 @@ def quotient(problem: ChoiceProblem, chain: Chain, plans: Sequence[Sequence[int]
     if problem.groups:
         raise ValueError("a chain's problem has no groups")
     rep = representatives(problem.num_nodes, chain)
-    options = _Options(problem, rep, plans)
+    options = _Options(rep, plans)
     kept = options.kept
     costs = [np.zeros(k.size) for k in kept]
     for node, cost in enumerate(problem.node_costs):
