@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import autoshard
-from graphs import DType, OpGraph, TensorRole
+from graphs import DType, OpGraph, TensorRole, zoo
 from graphs.optimizer import append_optimizer
+from solver import memory_price
 
 B, S, H, F = 2, 8, 16, 64
 
@@ -166,3 +167,25 @@ def test_may_exceed_says_whether_there_are_rows(limit) -> None:
                                     category="activations", tensor="a")),
                         steps=3, step_ops=("a", "b", "c"), saved=())
     assert model.may_exceed(limit) == (limit < 7.0) == bool(model.rows(limit))
+
+
+def test_a_memory_bound_chain_whose_block_mix_stays_wide_gets_the_tied_plan(monkeypatch
+                                                                              ) -> None:
+    """gpt2-shaped, 6 layers, dp=2,tp=2, at 90 % of the free optimum's peak: the price
+    search's block mix ends 2.4 % from its bound, and the best plan with identical interior
+    layers over the probes' options (``solver.tied_plan``) is what the planner returns:
+    within 1 % of the bound proven for the whole problem, so the whole-problem tied search
+    (minutes here) does not run; the plan fits and says what it was restricted to."""
+    graph = zoo.build("gpt2", layers=6, hidden=256, heads=4, ffn=1024, batch=8, seq=256)
+    mesh = autoshard.Mesh.parse("dp=2,tp=2")
+    limit = autoshard.plan(graph, mesh, training=True).peak_bytes_per_device * 0.9
+
+    def no_tied_search(*args, **kwargs):
+        raise AssertionError("the whole-problem tied search ran")
+
+    monkeypatch.setattr("solver.api.solve_restricted", no_tied_search)
+    tight = autoshard.plan(graph, mesh, training=True, memory_limit=limit)
+    assert tight.peak_bytes_per_device <= limit
+    assert any(memory_price.TIED_RESTRICTION in note for note in tight.notes)
+    objective = tight.objective
+    assert objective.total_s - objective.lower_bound_s <= 0.01 * objective.total_s
