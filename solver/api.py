@@ -44,7 +44,7 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
           known_bound: float | None = None,
           free_choices: Sequence[int] | None = None,
           stop_when: Callable[[tuple[int, ...]], bool] | None = None,
-          incumbent: Sequence[int] | None = None) -> Solution:
+          incumbent: Sequence[int] | None = None, early_look: bool = True) -> Solution:
     """Choose one option per node at minimum cost within the memory limit.
 
     Args:
@@ -67,6 +67,11 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
             is never dearer, and a chain's search that runs out of time returns it instead
             of finding a first plan late (a share round of llama3-70b given 10 s spent 30 s
             in CP-SAT looking for one).
+        early_look: a chain's large LP takes PDLP's first look at its point early
+            (``solver.backends.lp.EARLY_LOOK``). Off for LPs known to be integral but
+            degenerate, whose early point proves nothing and whose later looks it delays:
+            the rounds of lazily priced shared reshards (llama3-70b dp=8,tp=8 with
+            ``--share-reshards``: 175 s with it, 124 s without).
 
     Returns:
         A :class:`Solution` whose objective is recomputed from the float costs.
@@ -88,7 +93,7 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
         raise UnknownBackendError(backend, BACKENDS)
     start = None if incumbent is None else _checked_incumbent(problem, incumbent)
     answer = _solve(problem, time_limit, backend, reductions, gap, known_bound, free_choices,
-                    stop_when, start)
+                    stop_when, start, early_look)
     answer = answer if start is None else _no_dearer(problem, answer, start)
     if closed(answer.objective, answer.bound, max(gap, FLOOR_GAP)):
         return answer
@@ -98,7 +103,7 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
 def _solve(problem: ChoiceProblem, time_limit: float | None, backend: str, reductions: bool,
            gap: float, known_bound: float | None, free_choices: Sequence[int] | None,
            stop_when: Callable[[tuple[int, ...]], bool] | None,
-           incumbent: tuple[int, ...] | None) -> Solution:
+           incumbent: tuple[int, ...] | None, early_look: bool = True) -> Solution:
     """``solve`` once its arguments are checked: the road the problem takes."""
     clock = Clock(time_limit, stop_when)
     before = sizes_of(problem)
@@ -110,7 +115,7 @@ def _solve(problem: ChoiceProblem, time_limit: float | None, backend: str, reduc
         def plain(simpler: ChoiceProblem, left: float | None) -> Solution:
             # the same nodes and options: a plan of the windowed problem is one of each
             return solve(simpler, left, backend, reductions=reductions, gap=gap,
-                         stop_when=stop_when, incumbent=incumbent)
+                         stop_when=stop_when, incumbent=incumbent, early_look=early_look)
 
         answer = solve_windowed(problem, clock, gap, before, plain, incumbent)
         if known_bound is not None and known_bound > answer.bound:
@@ -120,7 +125,8 @@ def _solve(problem: ChoiceProblem, time_limit: float | None, backend: str, reduc
         return answer
     chain = find_chain(problem) if backend == "auto" and reductions else None
     if chain is not None and not problem.memory_rows():
-        return solve_periodic(problem, chain, clock, gap, before, incumbent=incumbent)
+        return solve_periodic(problem, chain, clock, gap, before, incumbent=incumbent,
+                              early_look=early_look)
     if chain is not None:
         return _solve_chain_with_memory(problem, chain, clock, gap, before, known_bound,
                                         None if free_choices is None else tuple(free_choices),

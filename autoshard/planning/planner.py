@@ -424,9 +424,9 @@ class _Planner:
             return self.memory.constrained_peak(choices[:len(self.ops)]) > budget
 
         stop_when = over if self.memory.may_exceed(budget) else None
-        free, self.problem = self.pricing.solve(lambda p: p, lambda p, start: solver.solve(
+        free, self.problem = self.pricing.solve(lambda p: p, lambda p, start, lazy: solver.solve(
             p, time_limit=remaining(), backend=options.backend, gap=options.gap,
-            stop_when=stop_when, incumbent=start), out_of_time,
+            stop_when=stop_when, incumbent=start, early_look=not lazy), out_of_time,
             timed=options.time_limit is not None, enough=stop_when)
         if self.memory.constrained_peak(free.choices) <= budget:
             return free
@@ -439,10 +439,12 @@ class _Planner:
 
         try:
             # the unconstrained optimum is a proven lower bound of the constrained problem
-            answer, self.problem = self.pricing.solve(constrained, lambda p, start: solver.solve(
-                p, time_limit=remaining(), backend=options.backend, known_bound=free.bound,
-                gap=options.gap, incumbent=start,
-                free_choices=free.choices if len(free.choices) == p.num_nodes else None),
+            answer, self.problem = self.pricing.solve(
+                constrained, lambda p, start, lazy: solver.solve(
+                    p, time_limit=remaining(), backend=options.backend,
+                    known_bound=free.bound, gap=options.gap, incumbent=start,
+                    early_look=not lazy,
+                    free_choices=free.choices if len(free.choices) == p.num_nodes else None),
                 out_of_time, timed=options.time_limit is not None)
             return answer
         except solver.Infeasible as exc:

@@ -48,6 +48,10 @@ from autoshard.strategies.derive import Strategy
 
 logger = logging.getLogger(__name__)
 
+# ``solve(problem, incumbent, lazy)``: ``lazy`` when ``problem`` is a round, its shares
+# priced lazily (integral but degenerate LPs: ``solver.solve(early_look=False)``)
+Solve = Callable[[solver.ChoiceProblem, tuple[int, ...] | None, bool], solver.Solution]
+
 MAX_ROUNDS = 4
 MAX_EXACT_PER_GROUP = 4  # a producer copy has 2**k options per producer option
 # the repair's small solve is not periodic: it grows with the layers. Measured (loaded
@@ -122,14 +126,14 @@ class SharedPricing:
                                            or (is_pair(share) and group_template(share) in whole)))
 
     def solve(self, problem_of: Callable[[solver.ChoiceProblem], solver.ChoiceProblem],
-              solve: Callable[[solver.ChoiceProblem, tuple[int, ...] | None], solver.Solution],
-              out_of_time: Callable[[], bool] = lambda: False, timed: bool = False,
+              solve: Solve, out_of_time: Callable[[], bool] = lambda: False, timed: bool = False,
               enough: Callable[[tuple[int, ...]], bool] | None = None
               ) -> tuple[solver.Solution, solver.ChoiceProblem]:
         """Solve ``problem_of(step problem)`` (e.g. with memory rows added) until no share
-        is undercharged; the answer and the problem it answers. ``solve(problem, incumbent)``
-        is given, from the second round on, the best plan so far (completed for the round's
-        problem): a round cut short by the time limit returns at least that.
+        is undercharged; the answer and the problem it answers. ``solve(problem, incumbent,
+        lazy)`` is given, from the second round on, the best plan so far (completed for the
+        round's problem): a round cut short by the time limit returns at least that; ``lazy``
+        is true for the rounds (not for the per-consumer problem or a step without shares).
 
         Rounds stop early (see the module docstring, and once ``out_of_time``): the answer is
         then the cheapest plan of any round priced at its truth, with the best bound of any
@@ -155,7 +159,7 @@ class SharedPricing:
         its 7 s pass without memory rows ran twice)."""
         if not self.shares:
             problem = problem_of(self.problem())
-            return solve(problem, None), problem
+            return solve(problem, None, False), problem
         best: tuple[solver.Solution, solver.ChoiceProblem] | None = None
         bound = -np.inf
         while True:
@@ -163,7 +167,7 @@ class SharedPricing:
             if timed and best is None and self.shares:  # this call's first round
                 best = self.per_consumer(problem_of, solve, problem), problem
             start = None if best is None else self.complete(best[0].choices, problem)
-            solution = self.settled(solve(problem, start), problem)
+            solution = self.settled(solve(problem, start, True), problem)
             bound = max(bound, solution.bound)
             if enough is not None and enough(solution.choices):
                 return solution.with_bound(bound), problem
@@ -196,16 +200,14 @@ class SharedPricing:
                 return repaired
 
     def per_consumer(self, problem_of: Callable[[solver.ChoiceProblem], solver.ChoiceProblem],
-                     solve: Callable[[solver.ChoiceProblem, tuple[int, ...] | None],
-                                     solver.Solution],
-                     problem: solver.ChoiceProblem) -> solver.Solution:
+                     solve: Solve, problem: solver.ChoiceProblem) -> solver.Solution:
         """The per-consumer optimum (every reader pays its whole reshard: the step without
         shared pricing), as a plan of ``problem`` (a round's) priced at its truth. Its bound
         bounds the per-consumer step, not the truth: it is dropped."""
         plain = problem_of(solver.ChoiceProblem(
             node_costs=self.op_costs, edges=self.step.edges, blocks=self.blocks,
             windows=self.step.windows))
-        answer = solve(plain, None)
+        answer = solve(plain, None, False)
         choices = tuple(self.complete(answer.choices[:len(self.op_costs)], problem))
         truth = problem.evaluate(choices) + self.shortfall(choices)
         logger.info("shared reshards: the per-consumer plan costs %.10g at its truth (%.10g "
@@ -269,9 +271,7 @@ class SharedPricing:
                                    objective=problem.evaluate(choices))
 
     def repair(self, problem_of: Callable[[solver.ChoiceProblem], solver.ChoiceProblem],
-               solve: Callable[[solver.ChoiceProblem, tuple[int, ...] | None],
-                               solver.Solution],
-               last: solver.Solution, extra: Sequence[int]
+               solve: Solve, last: solver.Solution, extra: Sequence[int]
                ) -> tuple[solver.Solution, solver.ChoiceProblem] | None:
         """The next round's answer without its whole solve, when a small one proves it.
 
@@ -302,7 +302,7 @@ class SharedPricing:
         costs = [cost if free[n] else np.where(np.arange(cost.size) == held[n], cost, np.inf)
                  for n, cost in enumerate(problem.node_costs)]
         small = dataclasses.replace(problem, node_costs=tuple(costs), blocks=None)
-        answer = solve(small, tuple(held))  # the last answer is a plan of it: never late
+        answer = solve(small, tuple(held), True)  # the last answer is a plan of it: never late
         slack = self.gap * max(abs(answer.objective), 1e-300)  # solver's relative gap
         if self.more(answer.choices) or answer.objective - last.bound > slack:
             return None

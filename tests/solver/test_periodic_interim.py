@@ -241,3 +241,27 @@ def test_some_chain_is_proven_at_a_mid_size_look(monkeypatch) -> None:
     """The road is taken: on some of these chains the look proves the plan before the dual
     simplex runs, and that plan is the exhaustive optimum."""
     assert _proven_at_a_look(lambda: _looks_counted(monkeypatch))
+
+
+@pytest.mark.parametrize("early_look", [True, False])
+def test_a_caller_can_opt_out_of_the_early_look(early_look, monkeypatch) -> None:
+    """``solve(early_look=False)`` (the shared-reshard rounds' degenerate LPs) asks PDLP for
+    no early leg, and the answer is still bracketed by the exhaustive optimum; by default the
+    periodic search asks for one."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
+    monkeypatch.setattr(lp, "EARLY_LOOK", EARLY)
+    monkeypatch.setattr(periodic_search, "MAX_VARS", 0)
+    asked: list[bool] = []
+    real = periodic_search.lp_answers
+
+    def recorded(*args, **kwargs):
+        asked.append(kwargs["early"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(periodic_search, "lp_answers", recorded)
+    problem = chain_problem(3, layers=5, per_block=2, options=3, rest=2)
+    _, best = exhaustive(problem)
+    answer = solve(problem, early_look=early_look)
+    assert_bracketed(problem, answer, best)
+    assert asked and set(asked) == {early_look}

@@ -390,3 +390,22 @@ def test_the_pass_without_memory_rows_stopped_by_its_plan_runs_once(share: bool,
     assert stopped == [True]  # one pass, and its plan did not fit
     assert tight.peak_bytes_per_device <= limit
     assert not any("shared-reshard" in note for note in tight.notes)
+
+
+def test_the_rounds_opt_out_of_the_early_look(monkeypatch) -> None:
+    """The rounds' problems (shares priced lazily: integral but degenerate LPs) are solved
+    with ``early_look=False``; a plan without shares keeps the early look."""
+    graph, grid = zoo.build("transformer"), autoshard.Mesh.parse("dp=2,tp=4")
+    real, asked = solver.solve, []
+
+    def recorded(problem, *args, **kwargs):
+        asked.append(kwargs["early_look"])
+        return real(problem, *args, **kwargs)
+
+    monkeypatch.setattr(solver, "solve", recorded)
+    autoshard.plan(graph, grid, training=True, overlap="none")
+    assert asked == [True]
+    asked.clear()
+    autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
+    assert len(asked) > 1 and asked[0] is False  # round 1, and more rounds
+    assert asked.count(True) <= 1  # at most the per-consumer problem, if the rounds stop early
