@@ -103,7 +103,7 @@ def _search(ix: Indexed, backend: str, gap: float, clock: Clock, lp_first: bool 
     elif backend == "dp" or best is None:
         timed_out = clock.deadline is not None and clock.remaining() == 0.0
     if best is None:
-        best = _fallback(ix, clock.deadline)
+        best = _fallback(ix, clock)
     return best, bound, timed_out, used
 
 
@@ -135,8 +135,14 @@ def _better(ix: Indexed, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarr
     return min(usable, key=ix.evaluate) if usable else None
 
 
-def _fallback(ix: Indexed, deadline: float | None) -> np.ndarray:
-    """The leanest plan (memory first, then cost): feasible whenever any plan is, for a sum."""
+FALLBACK_SECONDS = 5.0  # CP-SAT's search for a first fitting plan once the time is up
+
+
+def _fallback(ix: Indexed, clock: Clock) -> np.ndarray:
+    """The leanest plan (memory first, then cost): feasible whenever any plan is, for a sum.
+    With several memory rows it may not fit; then CP-SAT looks for any plan that does, for the
+    time left but at least ``FALLBACK_SECONDS`` (unbounded without a time limit): the search
+    ends here only when the solver found no plan in its time, and before it had no limit."""
     memory = [np.zeros(c.size) for c in ix.costs]
     for row in ix.rows:
         for i, vec in row:
@@ -144,10 +150,11 @@ def _fallback(ix: Indexed, deadline: float | None) -> np.ndarray:
     x = np.array([int(np.lexsort((c, m))[0]) for c, m in zip(ix.costs, memory, strict=True)])
     if ix.fits(x) and math.isfinite(ix.evaluate(x)):
         return x
-    answer = solve_cpsat(ix, None, None, 1.0)
+    limit = None if clock.deadline is None else max(clock.remaining(), FALLBACK_SECONDS)
+    answer = solve_cpsat(ix, None, limit, 1.0)
     if answer.x is None:
         msg = "no plan that fits the memory limit was found; raise the limit or the time limit"
-        raise NoSolutionError(msg, time_limit=deadline)
+        raise NoSolutionError(msg, time_limit=clock.deadline)
     return answer.x
 
 
