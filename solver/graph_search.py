@@ -154,7 +154,8 @@ def _fallback(ix: Indexed, clock: Clock) -> np.ndarray:
     answer = solve_cpsat(ix, None, limit, 1.0)
     if answer.x is None:
         msg = "no plan that fits the memory limit was found; raise the limit or the time limit"
-        raise NoSolutionError(msg, time_limit=clock.deadline)
+        limit = None if clock.deadline is None else clock.deadline - clock.start
+        raise NoSolutionError(msg, time_limit=limit)  # the caller's seconds, not the deadline
     return answer.x
 
 
