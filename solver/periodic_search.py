@@ -118,6 +118,7 @@ class _Search:
     probe: bool = False  # a caller's probe: no polish of all the rest after PDLP (solve_periodic)
     pdlp_iterations: int | None = None  # PDLP's cap on the large-LP road (None: lp's own)
     early_look: bool = True  # PDLP's early first look (``solve(early_look=)``)
+    barrier: bool = True  # the barrier after PDLP's cap (``solve(provisional=)``)
 
     def done(self, gap: float) -> bool:
         return self.best is not None and closed(self.best_value, self.bound, gap)
@@ -154,7 +155,7 @@ class _Search:
         for relaxed in lp_answers(lp.form, None if remaining is None else remaining * 2 / 3,
                                   self.gap, interim=not closable, look=True,
                                   early=self.early_look and not self.probe,
-                                  max_iterations=self.pdlp_iterations):
+                                  max_iterations=self.pdlp_iterations, barrier=self.barrier):
             self.clock.lap("periodic_lp")
             if relaxed.duals is not None and relaxed.bound >= lp_bound:
                 self.duals, self.weight = relaxed.duals, relaxed.weight
@@ -368,7 +369,8 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
                    before: Sizes, probe: bool = False,
                    pdlp_iterations: int | None = None,
                    incumbent: tuple[int, ...] | None = None,
-                   rescue: tuple[int, ...] | None = None, early_look: bool = True) -> Solution:
+                   rescue: tuple[int, ...] | None = None, early_look: bool = True,
+                   provisional: bool = False) -> Solution:
     """The chain's periodic LP with one, then two distinct blocks at each end; the tied search
     only when neither gives a plan within ``GOOD_ENOUGH_GAP`` (see the module docstring).
 
@@ -384,10 +386,11 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
     a plan this search found). ``rescue``: a plan used only if the time runs out before the
     search has one, instead of the tied search finding a first plan late (a memory price's
     probe of a shared-reshard round: its CP-SAT first plan took 34 s of a 20 s limit); an
-    unhurried search never sees it. ``early_look``: as ``solver.solve``'s.
+    unhurried search never sees it. ``early_look`` and ``provisional``: as ``solver.solve``'s.
     """
     search, after = _Search(problem, chain, clock, gap, probe=probe,
-                            pdlp_iterations=pdlp_iterations, early_look=early_look), before
+                            pdlp_iterations=pdlp_iterations, early_look=early_look,
+                            barrier=not provisional), before
     if incumbent is not None:
         search.best, search.best_value = incumbent, problem.evaluate(incumbent)
         search.how = GIVEN

@@ -424,9 +424,16 @@ class _Planner:
             return self.memory.constrained_peak(choices[:len(self.ops)]) > budget
 
         stop_when = over if self.memory.may_exceed(budget) else None
-        free, self.problem = self.pricing.solve(lambda p: p, lambda p, start, lazy: solver.solve(
-            p, time_limit=remaining(), backend=options.backend, gap=options.gap,
-            stop_when=stop_when, incumbent=start, early_look=not lazy), out_of_time,
+
+        def solve(p: solver.ChoiceProblem, incumbent: tuple[int, ...] | None, lazy: bool,
+                  provisional: bool, **more: Any) -> solver.Solution:
+            # what .shared_solve asks of each solve: a round's (lazy), a provisional answer
+            return solver.solve(p, time_limit=remaining(), backend=options.backend,
+                                gap=options.gap, incumbent=incumbent, early_look=not lazy,
+                                provisional=provisional, **more)
+
+        free, self.problem = self.pricing.solve(
+            lambda p: p, lambda *args: solve(*args, stop_when=stop_when), out_of_time,
             timed=options.time_limit is not None, enough=stop_when)
         if self.memory.constrained_peak(free.choices) <= budget:
             return free
@@ -440,10 +447,8 @@ class _Planner:
         try:
             # the unconstrained optimum is a proven lower bound of the constrained problem
             answer, self.problem = self.pricing.solve(
-                constrained, lambda p, start, lazy: solver.solve(
-                    p, time_limit=remaining(), backend=options.backend,
-                    known_bound=free.bound, gap=options.gap, incumbent=start,
-                    early_look=not lazy,
+                constrained, lambda p, *args: solve(
+                    p, *args, known_bound=free.bound,
                     free_choices=free.choices if len(free.choices) == p.num_nodes else None),
                 out_of_time, timed=options.time_limit is not None)
             return answer

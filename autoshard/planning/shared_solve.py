@@ -48,9 +48,10 @@ from autoshard.strategies.derive import Strategy
 
 logger = logging.getLogger(__name__)
 
-# ``solve(problem, incumbent, lazy)``: ``lazy`` when ``problem`` is a round, its shares
-# priced lazily (integral but degenerate LPs: ``solver.solve(early_look=False)``)
-Solve = Callable[[solver.ChoiceProblem, tuple[int, ...] | None, bool], solver.Solution]
+# ``solve(problem, incumbent, lazy, provisional)``: ``lazy`` when ``problem`` is a round, its
+# shares priced lazily (integral but degenerate LPs: ``solver.solve(early_look=False)``);
+# ``provisional`` when the answer is wanted for its plan (``solver.solve(provisional=True)``)
+Solve = Callable[[solver.ChoiceProblem, tuple[int, ...] | None, bool, bool], solver.Solution]
 
 MAX_ROUNDS = 4
 MAX_EXACT_PER_GROUP = 4  # a producer copy has 2**k options per producer option
@@ -131,9 +132,12 @@ class SharedPricing:
               ) -> tuple[solver.Solution, solver.ChoiceProblem]:
         """Solve ``problem_of(step problem)`` (e.g. with memory rows added) until no share
         is undercharged; the answer and the problem it answers. ``solve(problem, incumbent,
-        lazy)`` is given, from the second round on, the best plan so far (completed for the
-        round's problem): a round cut short by the time limit returns at least that; ``lazy``
-        is true for the rounds (not for the per-consumer problem or a step without shares).
+        lazy, provisional)`` is given, from the second round on, the best plan so far
+        (completed for the round's problem): a round cut short by the time limit returns at
+        least that; ``lazy`` is true for the rounds (not for the per-consumer problem or a
+        step without shares). A round is solved ``provisional`` (its plan says what to make
+        exact next); one whose plan undercharges nothing is the answer, and if that solve
+        left a gap it is solved again in full, from its plan.
 
         Rounds stop early (see the module docstring, and once ``out_of_time``): the answer is
         then the cheapest plan of any round priced at its truth, with the best bound of any
@@ -159,7 +163,7 @@ class SharedPricing:
         its 7 s pass without memory rows ran twice)."""
         if not self.shares:
             problem = problem_of(self.problem())
-            return solve(problem, None, False), problem
+            return solve(problem, None, False, False), problem
         best: tuple[solver.Solution, solver.ChoiceProblem] | None = None
         bound = -np.inf
         while True:
@@ -167,11 +171,17 @@ class SharedPricing:
             if timed and best is None and self.shares:  # this call's first round
                 best = self.per_consumer(problem_of, solve, problem), problem
             start = None if best is None else self.complete(best[0].choices, problem)
-            solution = self.settled(solve(problem, start, True), problem)
+            solution = self.settled(solve(problem, start, True, True), problem)
             bound = max(bound, solution.bound)
             if enough is not None and enough(solution.choices):
                 return solution.with_bound(bound), problem
             extra = self.more(solution.choices)
+            if not extra and solution.status is not solver.SolveStatus.TIME_LIMIT \
+                    and solution.with_bound(bound).gap > self.gap:
+                # the answer, unless a cheaper round's: no longer provisional
+                solution = self.settled(solve(problem, solution.choices, True, False), problem)
+                bound = max(bound, solution.bound)
+                extra = self.more(solution.choices)
             truth = solution.objective + self.shortfall(solution.choices) if extra \
                 else solution.objective
             # a round cut short by the time limit is not its problem's optimum: no more rounds
@@ -207,7 +217,7 @@ class SharedPricing:
         plain = problem_of(solver.ChoiceProblem(
             node_costs=self.op_costs, edges=self.step.edges, blocks=self.blocks,
             windows=self.step.windows))
-        answer = solve(plain, None, False)
+        answer = solve(plain, None, False, False)
         choices = tuple(self.complete(answer.choices[:len(self.op_costs)], problem))
         truth = problem.evaluate(choices) + self.shortfall(choices)
         logger.info("shared reshards: the per-consumer plan costs %.10g at its truth (%.10g "
@@ -302,7 +312,7 @@ class SharedPricing:
         costs = [cost if free[n] else np.where(np.arange(cost.size) == held[n], cost, np.inf)
                  for n, cost in enumerate(problem.node_costs)]
         small = dataclasses.replace(problem, node_costs=tuple(costs), blocks=None)
-        answer = solve(small, tuple(held), True)  # the last answer is a plan of it: never late
+        answer = solve(small, tuple(held), True, False)  # a plan of it already: never late
         slack = self.gap * max(abs(answer.objective), 1e-300)  # solver's relative gap
         if self.more(answer.choices) or answer.objective - last.bound > slack:
             return None

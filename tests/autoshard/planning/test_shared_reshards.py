@@ -394,7 +394,8 @@ def test_the_pass_without_memory_rows_stopped_by_its_plan_runs_once(share: bool,
 
 def test_the_rounds_opt_out_of_the_early_look(monkeypatch) -> None:
     """The rounds' problems (shares priced lazily: integral but degenerate LPs) are solved
-    with ``early_look=False``; a plan without shares keeps the early look."""
+    with ``early_look=False`` (and ``provisional``); a plan without shares keeps the early
+    look and is solved in full."""
     graph, grid = zoo.build("transformer"), autoshard.Mesh.parse("dp=2,tp=4")
     real, asked = solver.solve, []
 
@@ -409,3 +410,30 @@ def test_the_rounds_opt_out_of_the_early_look(monkeypatch) -> None:
     autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
     assert len(asked) > 1 and asked[0] is False  # round 1, and more rounds
     assert asked.count(True) <= 1  # at most the per-consumer problem, if the rounds stop early
+
+
+def test_a_round_that_undercharges_nothing_is_solved_in_full_from_its_plan(monkeypatch):
+    """Rounds are solved ``provisional`` (no barrier after PDLP's cap: their plans say what to
+    make exact next). Here every provisional answer proves only half its cost: the round that
+    undercharges nothing is then solved again in full, from its plan, and the plan is proven
+    at the step sharing gives unpatched."""
+    graph, grid = zoo.build("transformer"), autoshard.Mesh.parse("dp=2,tp=4")
+    reference = autoshard.plan(graph, grid, training=True, overlap="none",
+                               share_reshards=True)
+    real, calls = solver.solve, []
+
+    def weakened(problem, *args, **kwargs):
+        answer = real(problem, *args, **kwargs)
+        calls.append((kwargs["provisional"], kwargs["incumbent"], answer.choices))
+        if not kwargs["provisional"]:
+            return answer
+        return dataclasses.replace(answer, bound=answer.objective / 2,
+                                   status=solver.SolveStatus.FEASIBLE)
+
+    monkeypatch.setattr(solver, "solve", weakened)
+    shared = autoshard.plan(graph, grid, training=True, overlap="none", share_reshards=True)
+    (last, incumbent, _), (before, _, plan_before) = calls[-1], calls[-2]
+    assert before and not last  # the provisional round, then the same round in full
+    assert incumbent is not None and tuple(incumbent) == tuple(plan_before)
+    assert shared.objective.optimal
+    assert shared.objective.total_s == pytest.approx(reference.objective.total_s, rel=1e-9)

@@ -207,6 +207,30 @@ def test_capped_pdlp_answers_support_vertex_first_then_barrier(seed, gap, monkey
     assert first.bound <= second.bound <= optimum + tolerance
 
 
+def test_a_provisional_caller_gets_no_barrier_past_the_cap(monkeypatch):
+    """``barrier=False`` (``solve(provisional=True)``): past PDLP's cap the answers end with
+    the support LP's vertex and PDLP's bound, still below the LP optimum, where the same LP
+    with the barrier gets a second answer (on some of these LPs the support LP closes the gap
+    and the barrier does not run either way)."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_MAX_ITERATIONS", 64)
+    barrier_would_run = 0
+    for seed in range(4):
+        with monkeypatch.context() as patched:
+            ix, form, optimum, _ = _watch_support(seed, patched)
+            full = list(lp.lp_answers(form, None, gap=0.0))
+            patched.setattr(simplex, "solve_highs_lp",
+                            lambda *a, **k: pytest.fail("barrier ran"))
+            provisional = list(lp.lp_answers(form, None, gap=0.0, barrier=False))
+        tolerance = 1e-9 * max(1.0, abs(optimum))
+        barrier_would_run += len(full) == 2
+        assert len(provisional) == 1
+        assert np.array_equal(provisional[0].x, full[0].x)
+        assert provisional[0].bound == full[0].bound <= optimum + tolerance
+        assert ix.evaluate(provisional[0].x) >= optimum - tolerance
+    assert barrier_would_run  # the cap is hit and the support LP leaves a gap somewhere
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_converged_pdlp_answers_itself_then_the_support_vertex(seed, monkeypatch):
     """PDLP converged: its own answer first (saying the next is cheap), then the simplex
