@@ -74,10 +74,11 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
             the rounds of lazily priced shared reshards (llama3-70b dp=8,tp=8 with
             ``--share-reshards``: 175 s with it, 124 s without).
         provisional: the caller wants this answer for its plan, and may ask again for a
-            proof: a chain's LP that PDLP leaves at its cap ends with the support LP's
-            answer, without the barrier that would solve the LP exactly for a tighter bound
-            (a shared-reshard round, which only says what to make exact next unless it is
-            the last: llama3-70b's first round spent 43 s there for a plan 0.004 % cheaper).
+            proof: a chain's periodic LP (without memory rows) that PDLP leaves at its cap
+            ends with the support LP's answer, without the barrier that would solve the LP
+            exactly for a tighter bound (a shared-reshard round, which only says what to make
+            exact next unless it is the last: llama3-70b's first round spent 43 s there for a
+            plan 0.004 % cheaper). A memory-bound chain's probes decide this themselves.
 
     Returns:
         A :class:`Solution` whose objective is recomputed from the float costs.
