@@ -59,15 +59,32 @@ def _pair_gains(matrix: np.ndarray, b: np.ndarray, a: np.ndarray, finite: bool
     return out
 
 
+def _own_column_gain(matrix: np.ndarray, finite: bool) -> np.ndarray:
+    """``[b, a] = M[b, j_a] − M[a, j_a]`` where ``j_a`` is the neighbour option cheapest for
+    ``a``: one term of ``_worst_gain``'s maximum, so a lower bound of it. On a reshard
+    matrix ``j_a`` reads ``a``'s own layout, free for ``a``, and the term is the reshard from
+    ``b``'s layout to it: mostly the maximum itself."""
+    own = np.argmin(matrix, axis=1)
+    with np.errstate(invalid="ignore"):
+        gain = matrix[:, own] - matrix[np.arange(matrix.shape[0]), own][None, :]
+    if not finite:
+        gain[np.isnan(gain)] = -np.inf  # inf − inf: j_a is impossible with a (and with b)
+    return gain
+
+
 def _slack(work: Work, node: int) -> tuple[np.ndarray, float]:
     """``(slack[b, a], margin)``: the left side of the criterion for the pairs that can meet
     it, ``inf`` for the others (``b == a``, ``b`` using more memory than ``a`` in some row,
     or a pair whose lower bound already leaves it short).
 
     The lower bound starts from a few screening columns per edge (the maximum over every
-    column is at least that over a few) and is made exact one edge at a time, dropping the
-    pairs it rules out before the next edge's columns are read: on a 3-axis periodic LP
-    (mixtral-8x7b dp=2,ep=4,tp=8) 85 % of the screened pairs are no swap. A pair is dropped
+    column is at least that over a few: evenly spaced ones, and for each ``a`` the column
+    cheapest for it, :func:`_own_column_gain`) and is made exact one edge at a time,
+    dropping the pairs it rules out before the next edge's columns are read. The own column
+    is what keeps the exact sums small where options are many: on the third shared-reshard
+    round of llama3-70b dp=8,tp=8 (505 nodes, 10.4 M pairs, 11,808 swaps) the evenly spaced
+    columns alone left pairs worth 551 M differences for the exact sums, 6.2 s of an
+    11 s solve; with the own column, 3.1 M (the same options dropped). A pair is dropped
     only when its bound is at least ``-margin / 2``, half the margin above the rounding of
     a differently ordered sum, and the survivors' slack is summed in the original order, so
     the answer is the one the full sum gives, bit for bit."""
@@ -86,7 +103,8 @@ def _slack(work: Work, node: int) -> tuple[np.ndarray, float]:
     for matrix, dense in zip(matrices, finite, strict=True):
         screen = matrix[:, np.unique(np.linspace(0, matrix.shape[1] - 1, SCREEN_COLUMNS
                                                  ).astype(np.int64))]
-        screens.append(_worst_gain(screen[:, None, :], screen[None, :, :], dense))
+        screens.append(np.maximum(_worst_gain(screen[:, None, :], screen[None, :, :], dense),
+                                  _own_column_gain(matrix, dense)))
         with np.errstate(invalid="ignore"):  # inf − inf (an impossible option): NaN, no swap
             lower = lower + screens[-1]
     for row in work.rows:

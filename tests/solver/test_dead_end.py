@@ -182,3 +182,36 @@ def test_dead_options_match_the_definition_on_finite_prices() -> None:
         assert dead.tolist() == dead_by_definition(work, 0), seed
         dropping += bool(dead.any())
     assert dropping >= 15
+
+
+def reshard_like_node(seed: int) -> ChoiceProblem:
+    """Node 0's options and its neighbours' are layouts: an edge prices the distance between
+    two layouts (zero on a neighbour option of the same layout, so each option has a free
+    column), some pairs impossible, and now and then an option impossible with every option
+    of a neighbour (its cheapest column is infinite)."""
+    rng = np.random.default_rng(seed)
+    points = rng.integers(0, 5, size=(12, 3)).astype(float)  # layout → a place; L1 distances
+    layouts = [rng.integers(0, 12, size=int(k)) for k in (rng.integers(4, 16),
+                                                          *rng.integers(9, 21, size=3))]
+    costs = [rng.integers(0, 30, size=ls.size).astype(float) for ls in layouts]
+    edges = []
+    for other in (1, 2, 3):
+        matrix = np.abs(points[layouts[0]][:, None, :]
+                        - points[layouts[other]][None, :, :]).sum(axis=2)
+        matrix[rng.random(matrix.shape) < 0.05] = np.inf
+        if rng.random() < 0.5:
+            matrix[rng.integers(0, matrix.shape[0])] = np.inf
+        edges.append((0, other, matrix))
+    return ChoiceProblem(node_costs=costs, edges=edges)
+
+
+def test_dead_options_match_the_definition_on_reshard_like_prices() -> None:
+    # the screen's own-column term (``dead_end._own_column_gain``) meets its free column on
+    # every option here, and an all-impossible row on some
+    dropping = 0
+    for seed in range(40):
+        work = build_work(reshard_like_node(seed))
+        dead = dead_options(work, 0)
+        assert dead.tolist() == dead_by_definition(work, 0), seed
+        dropping += bool(dead.any())
+    assert dropping >= 15
