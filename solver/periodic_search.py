@@ -119,6 +119,7 @@ class _Search:
     pdlp_iterations: int | None = None  # PDLP's cap on the large-LP road (None: lp's own)
     early_look: bool = True  # PDLP's early first look (``solve(early_look=)``)
     barrier: bool = True  # the barrier after PDLP's cap (``solve(provisional=)``)
+    polish_rest: bool = True  # polish all the rest around a plan (off: ``solve(provisional=)``)
 
     def done(self, gap: float) -> bool:
         return self.best is not None and closed(self.best_value, self.bound, gap)
@@ -174,7 +175,8 @@ class _Search:
             if not closable and not self.done(self.gap):
                 self.close(agg, lp, ends, exact=False)
             if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap \
-                    and not closable and not self.probe and not self.clock.expired():
+                    and not closable and not self.probe and self.polish_rest \
+                    and not self.clock.expired():
                 polished = self._polish_rest(ends)
             if self.done(self.gap):
                 break
@@ -183,7 +185,7 @@ class _Search:
             # the partial MIP first: its bound may prove the plan at hand, and its plan
             # may be better than what the polish of all the rest would find
             self.close(agg, lp, ends)
-            if not self.done(self.gap) and not self.clock.expired():
+            if not self.done(self.gap) and self.polish_rest and not self.clock.expired():
                 self._polish_rest(ends)
         return lp, lp_bound
 
@@ -390,7 +392,7 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
     """
     search, after = _Search(problem, chain, clock, gap, probe=probe,
                             pdlp_iterations=pdlp_iterations, early_look=early_look,
-                            barrier=not provisional), before
+                            barrier=not provisional, polish_rest=not provisional), before
     if incumbent is not None:
         search.best, search.best_value = incumbent, problem.evaluate(incumbent)
         search.how = GIVEN

@@ -178,3 +178,33 @@ def test_the_small_polish_runs_first_and_says_so(monkeypatch) -> None:
             smaller |= bool(fixed.sum() > tied.sum())
         named |= "undecided" in (answer.restricted or "")
     assert smaller and named
+
+
+def test_a_provisional_caller_gets_no_polish_of_all_the_rest(monkeypatch) -> None:
+    """``solve(provisional=True)`` (a shared-reshard round, which wants a plan to decide what
+    to make exact next) skips the polish of everything around the tied run, which the same
+    chains get without it; both answers stay bracketed by the exhaustive optimum."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    rest_polished: list[bool] = []
+    real = periodic_search._polish
+
+    def spy(problem, fixed, choices, clock, gap):
+        chain = find_chain(problem)
+        rest_polished.append(any(np.array_equal(fixed, tied_run(chain, ends, problem.num_nodes))
+                                 for ends in (1, 2)))
+        return real(problem, fixed, choices, clock, gap)
+
+    monkeypatch.setattr(periodic_search, "_polish", spy)
+    polished_without = 0
+    for gap, seed in POLISHED:
+        problem = chain_problem(seed, layers=5, per_block=2, options=3, rest=2)
+        _, best = exhaustive(problem)
+        for provisional in (False, True):
+            rest_polished.clear()
+            answer = solve(problem, gap=gap, provisional=provisional)
+            assert answer.bound <= best + 1e-9 <= answer.objective + 2e-9
+            if provisional:
+                assert not any(rest_polished), seed
+            else:
+                polished_without += any(rest_polished)
+    assert polished_without >= 3  # the chains do reach the polish of the rest without it
