@@ -80,8 +80,9 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
             exact next unless it is the last: llama3-70b's first round spent 43 s there for a
             plan 0.004 % cheaper), and no plan of such a chain is polished over all the rest
             around its tied layers (that round's last polish: 10.5 s for a plan 0.004 %
-            cheaper, the same rounds after it). A memory-bound chain's probes decide this
-            themselves.
+            cheaper, the same rounds after it); PDLP stops one leg after its last look
+            (``solver.backends.lp.PDLP_PLAN_ITERATIONS``). A memory-bound chain's probes
+            decide this themselves.
 
     Returns:
         A :class:`Solution` whose objective is recomputed from the float costs.

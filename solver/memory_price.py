@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver.backends.lp import pdlp_tolerance
+from solver.backends.lp import PDLP_PLAN_ITERATIONS, pdlp_tolerance
 from solver.block_mix import best_mix
 from solver.clock import Clock
 from solver.graph_search import Sizes, closed, finish, sizes_of
@@ -108,7 +108,7 @@ TIGHTEN_GAP = GOOD_ENOUGH_GAP / 2
 # did not converge, and its support LP then had no value, so the barrier ran too (49.5 s in
 # all); at 2,075 (10 s) the support LP had one, the probe took 21 s, and its plan (1.50571 s,
 # does not fit) and bound (1.41219 s) were those of the 5,000-iteration run to 1e-5
-EXPLORE_PDLP_ITERATIONS = 2_075
+EXPLORE_PDLP_ITERATIONS = PDLP_PLAN_ITERATIONS  # 2,075
 
 
 @dataclass(frozen=True, slots=True)

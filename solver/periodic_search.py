@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from solver.backends.lp import PDLP_MIN_VARS, lp_answers
+from solver.backends.lp import PDLP_MIN_VARS, PDLP_PLAN_ITERATIONS, lp_answers
 from solver.backends.lp_answer import LPAnswer
 from solver.clock import Clock
 from solver.errors import Infeasible, NoSolutionError
@@ -393,6 +393,8 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
     search, after = _Search(problem, chain, clock, gap, probe=probe,
                             pdlp_iterations=pdlp_iterations, early_look=early_look,
                             barrier=not provisional, polish_rest=not provisional), before
+    if provisional and pdlp_iterations is None:
+        search.pdlp_iterations = PDLP_PLAN_ITERATIONS
     if incumbent is not None:
         search.best, search.best_value = incumbent, problem.evaluate(incumbent)
         search.how = GIVEN

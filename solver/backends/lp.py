@@ -92,6 +92,13 @@ PDLP_MAX_ITERATIONS = 5_000  # the slowest LP that converges without restarts ne
 # ``mip_bound``) finds and proves the optimum, 0.2613050699 s, after one leg instead of legs
 # of 1,000 and 150 (docs/solver-backends.md)
 PDLP_CHECKS = (1_025, 1_175, 1_325, 1_475, 1_625, 1_775, 1_925)
+# A caller that wants a plan more than a bound caps PDLP one leg after the last look, where
+# the support LP's vertex is the plan (``max_iterations``): a memory price's exploring
+# probes (``solver.memory_price``) and a provisional solve (``solver.solve(provisional=)``:
+# llama3-70b dp=8,tp=8's second shared-reshard round, 256,967 variables: 6.6 s to this cap
+# instead of 11.7 s to ``PDLP_MAX_ITERATIONS``, and the support's plan 1.0324996 s instead
+# of 1.0325428 s, the same rounds after it)
+PDLP_PLAN_ITERATIONS = PDLP_CHECKS[-1] + 150
 # A caller may ask for an earlier first look (``lp_answers(early=True)``): a first leg of
 # ``EARLY_LOOK`` iterations with a major iteration every ``EARLY_MAJOR`` (``pdlp_run.
 # MAJOR_ITERATIONS``: the primal weight re-estimated four times as often), then the legs at

@@ -265,3 +265,27 @@ def test_a_caller_can_opt_out_of_the_early_look(early_look, monkeypatch) -> None
     answer = solve(problem, early_look=early_look)
     assert_bracketed(problem, answer, best)
     assert asked and set(asked) == {early_look}
+
+
+@pytest.mark.parametrize("provisional", [False, True])
+def test_a_provisional_caller_caps_pdlp_one_leg_after_the_looks(provisional,
+                                                                 monkeypatch) -> None:
+    """``solve(provisional=True)`` (a shared-reshard round, wanted for its plan) asks PDLP
+    for at most ``lp.PDLP_PLAN_ITERATIONS`` on the large-LP road, a whole solve for PDLP's
+    own cap; either answer is bracketed by the exhaustive optimum."""
+    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
+    monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
+    monkeypatch.setattr(periodic_search, "MAX_VARS", 0)
+    asked: list[int | None] = []
+    real = periodic_search.lp_answers
+
+    def recorded(*args, **kwargs):
+        asked.append(kwargs["max_iterations"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(periodic_search, "lp_answers", recorded)
+    problem = chain_problem(3, layers=5, per_block=2, options=3, rest=2)
+    _, best = exhaustive(problem)
+    answer = solve(problem, provisional=provisional)
+    assert_bracketed(problem, answer, best)
+    assert asked and set(asked) == {lp.PDLP_PLAN_ITERATIONS if provisional else None}
