@@ -18,6 +18,7 @@ node pair.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,39 @@ import numpy as np
 from solver.backends.flow_arcs import FlowArcs, flow_arcs
 from solver.compact import Indexed
 from solver.problem import Stream, Window
+
+# A process may build LPs over the same edge matrices again and again: each shared-reshard
+# round does (llama3-70b dp=8,tp=8 with --share-reshards: 1,031 networks asked for over 5 LPs,
+# 389 distinct; the repeats took 2.0 CPU s of its 32 s). A memory price's probes do not
+# (llama3.1-405b dp=8,fsdp=8,tp=8: 878 networks, all distinct, 23.9 MiB of matrices: each
+# probe's reductions leave other options). Networks are kept across builds, least recently
+# used first out, while their matrices' bytes (the keys) stay under this
+NETWORK_CACHE_BYTES = 32 * 2**20
+
+
+class _Networks:
+    """``flow_arcs`` of a matrix, remembered by its bytes across LP builds (a pure function
+    of them: the LP is the same, bit for bit, as one built with every network new)."""
+
+    def __init__(self) -> None:
+        self.found: OrderedDict[tuple, FlowArcs | None] = OrderedDict()
+        self.bytes = 0
+
+    def __call__(self, agg: np.ndarray) -> FlowArcs | None:
+        key = (agg.shape, agg.tobytes())
+        if key in self.found:
+            self.found.move_to_end(key)
+            return self.found[key]
+        arcs = flow_arcs(agg)
+        self.found[key] = arcs
+        self.bytes += len(key[1])
+        while self.bytes > NETWORK_CACHE_BYTES and len(self.found) > 1:
+            (_, old), _ = self.found.popitem(last=False)
+            self.bytes -= len(old)
+        return arcs
+
+
+_networks = _Networks()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -143,7 +177,6 @@ class _Builder:
         self.edge_maps: list = []
         self.flow_maps: list[FlowMap] = []
         self.window_maps: list[WindowMap] = []
-        self.networks: dict = {}
         self.groups: dict = {}
 
     def add_rows(self, rows, cols, coefs, lo, hi) -> None:
@@ -204,11 +237,9 @@ class _Builder:
         return found
 
     def arcs_for(self, agg: np.ndarray) -> FlowArcs | None:
-        """Networks are cached by matrix bytes: a model's layers repeat the same few."""
-        key = (agg.shape, agg.tobytes())
-        if key not in self.networks:
-            self.networks[key] = flow_arcs(agg)
-        return self.networks[key]
+        """Networks are cached by matrix bytes (``_Networks``): a model's layers repeat the
+        same few, and so do the LPs one process builds."""
+        return _networks(agg)
 
     def flow_edge(self, u: int, v: int, shape: tuple[int, int], inv_r: np.ndarray,
                   inv_c: np.ndarray, arcs: FlowArcs) -> None:

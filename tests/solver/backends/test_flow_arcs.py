@@ -209,3 +209,56 @@ def test_repeated_matrices_share_their_groups_and_networks(seed, monkeypatch):
     _, best = exhaustive(problem)
     answer = solve(problem, backend="highs", reductions=False)
     assert answer.optimal and answer.objective == pytest.approx(best, abs=1e-9)
+
+
+def test_a_later_build_reuses_the_networks_and_is_the_same_lp(monkeypatch):
+    """Networks outlive one LP build (a shared-reshard round or a memory price's probe
+    builds its LP over the matrices the last one had): the second build of a problem
+    computes none, and its LP is the first's, array for array."""
+    from solver.backends import formulation
+
+    monkeypatch.setattr(formulation, "_networks", formulation._Networks())
+    computed: list[bytes] = []
+    real = formulation.flow_arcs
+
+    def counted(agg):
+        computed.append(agg.tobytes())
+        return real(agg)
+
+    monkeypatch.setattr(formulation, "flow_arcs", counted)
+    ix = index_work(build_work(repeated_chain(0, options=8)))
+    first = build(ix, flow=True)
+    assert computed and len(computed) == len(set(computed))  # each matrix once
+    computed.clear()
+    second = build(ix, flow=True)
+    assert not computed
+    for name in ("rows", "cols", "coefs", "row_lo", "row_hi", "obj"):
+        assert np.array_equal(getattr(first, name), getattr(second, name)), name
+
+
+def test_the_network_cache_keeps_to_its_budget(monkeypatch):
+    """Least recently used networks go once their matrices' bytes pass the budget; one
+    asked for again after it went is computed again, the same network."""
+    from solver.backends import formulation
+
+    matrices = [random_matrix(seed, 6, 6, 0.0) for seed in range(5)]
+    size = matrices[0].nbytes
+    monkeypatch.setattr(formulation, "NETWORK_CACHE_BYTES", 3 * size)
+    cache = formulation._Networks()
+    computed: list[int] = []
+    real = formulation.flow_arcs
+    monkeypatch.setattr(formulation, "flow_arcs",
+                        lambda agg: computed.append(1) or real(agg))
+    first = cache(matrices[0])
+    for matrix in matrices[1:]:
+        cache(matrix)
+        assert cache.bytes <= 3 * size
+    assert len(computed) == 5
+    cache(matrices[4])  # still held
+    assert len(computed) == 5
+    again = cache(matrices[0])  # the oldest went
+    assert len(computed) == 6
+    assert (first is None) == (again is None)
+    if first is not None:
+        for name in ("tails", "heads", "costs"):
+            assert np.array_equal(getattr(first, name), getattr(again, name))
