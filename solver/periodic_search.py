@@ -390,11 +390,11 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
     probe of a shared-reshard round: its CP-SAT first plan took 34 s of a 20 s limit); an
     unhurried search never sees it. ``early_look`` and ``provisional``: as ``solver.solve``'s.
     """
+    if provisional and pdlp_iterations is None:
+        pdlp_iterations = PDLP_PLAN_ITERATIONS  # a plan more than a bound
     search, after = _Search(problem, chain, clock, gap, probe=probe,
                             pdlp_iterations=pdlp_iterations, early_look=early_look,
                             barrier=not provisional, polish_rest=not provisional), before
-    if provisional and pdlp_iterations is None:
-        search.pdlp_iterations = PDLP_PLAN_ITERATIONS
     if incumbent is not None:
         search.best, search.best_value = incumbent, problem.evaluate(incumbent)
         search.how = GIVEN
