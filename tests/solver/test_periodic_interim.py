@@ -243,28 +243,35 @@ def test_some_chain_is_proven_at_a_mid_size_look(monkeypatch) -> None:
     assert _proven_at_a_look(lambda: _looks_counted(monkeypatch))
 
 
-@pytest.mark.parametrize("early_look", [True, False])
-def test_a_caller_can_opt_out_of_the_early_look(early_look, monkeypatch) -> None:
-    """``solve(early_look=False)`` (the shared-reshard rounds' degenerate LPs) asks PDLP for
-    no early leg, and the answer is still bracketed by the exhaustive optimum; by default the
-    periodic search asks for one."""
+def _asked_for(keyword: str, monkeypatch, **options) -> set:
+    """The values of ``lp_answers``' ``keyword`` over a chain's large-LP solve (PDLP's road
+    forced, no closable LP) under ``solve(**options)``, whose answer must be bracketed by
+    the exhaustive optimum."""
     monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
     monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
-    monkeypatch.setattr(lp, "EARLY_LOOK", EARLY)
     monkeypatch.setattr(periodic_search, "MAX_VARS", 0)
-    asked: list[bool] = []
+    asked: list = []
     real = periodic_search.lp_answers
 
     def recorded(*args, **kwargs):
-        asked.append(kwargs["early"])
+        asked.append(kwargs[keyword])
         return real(*args, **kwargs)
 
     monkeypatch.setattr(periodic_search, "lp_answers", recorded)
     problem = chain_problem(3, layers=5, per_block=2, options=3, rest=2)
     _, best = exhaustive(problem)
-    answer = solve(problem, early_look=early_look)
-    assert_bracketed(problem, answer, best)
-    assert asked and set(asked) == {early_look}
+    assert_bracketed(problem, solve(problem, **options), best)
+    assert asked
+    return set(asked)
+
+
+@pytest.mark.parametrize("early_look", [True, False])
+def test_a_caller_can_opt_out_of_the_early_look(early_look, monkeypatch) -> None:
+    """``solve(early_look=False)`` (the shared-reshard rounds' degenerate LPs) asks PDLP for
+    no early leg, and the answer is still bracketed by the exhaustive optimum; by default the
+    periodic search asks for one."""
+    monkeypatch.setattr(lp, "EARLY_LOOK", EARLY)
+    assert _asked_for("early", monkeypatch, early_look=early_look) == {early_look}
 
 
 @pytest.mark.parametrize("provisional", [False, True])
@@ -273,19 +280,5 @@ def test_a_provisional_caller_caps_pdlp_one_leg_after_the_looks(provisional,
     """``solve(provisional=True)`` (a shared-reshard round, wanted for its plan) asks PDLP
     for at most ``lp.PDLP_PLAN_ITERATIONS`` on the large-LP road, a whole solve for PDLP's
     own cap; either answer is bracketed by the exhaustive optimum."""
-    monkeypatch.setattr(lp, "PDLP_MIN_VARS", 0)
-    monkeypatch.setattr(lp, "PDLP_CHECKS", CHECKS)
-    monkeypatch.setattr(periodic_search, "MAX_VARS", 0)
-    asked: list[int | None] = []
-    real = periodic_search.lp_answers
-
-    def recorded(*args, **kwargs):
-        asked.append(kwargs["max_iterations"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(periodic_search, "lp_answers", recorded)
-    problem = chain_problem(3, layers=5, per_block=2, options=3, rest=2)
-    _, best = exhaustive(problem)
-    answer = solve(problem, provisional=provisional)
-    assert_bracketed(problem, answer, best)
-    assert asked and set(asked) == {lp.PDLP_PLAN_ITERATIONS if provisional else None}
+    assert _asked_for("max_iterations", monkeypatch, provisional=provisional) == {
+        lp.PDLP_PLAN_ITERATIONS if provisional else None}
