@@ -118,8 +118,9 @@ class _Search:
     probe: bool = False  # a caller's probe: no polish of all the rest after PDLP (solve_periodic)
     pdlp_iterations: int | None = None  # PDLP's cap on the large-LP road (None: lp's own)
     early_look: bool = True  # PDLP's early first look (``solve(early_look=)``)
-    barrier: bool = True  # the barrier after PDLP's cap (``solve(provisional=)``)
-    polish_rest: bool = True  # polish all the rest around a plan (off: ``solve(provisional=)``)
+    # ``solve(provisional=)``: a plan is wanted more than a bound, so no barrier after PDLP's
+    # cap and no polish of all the rest around a plan (PDLP's cap is ``pdlp_iterations``)
+    provisional: bool = False
 
     def done(self, gap: float) -> bool:
         return self.best is not None and closed(self.best_value, self.bound, gap)
@@ -156,7 +157,8 @@ class _Search:
         for relaxed in lp_answers(lp.form, None if remaining is None else remaining * 2 / 3,
                                   self.gap, interim=not closable, look=True,
                                   early=self.early_look and not self.probe,
-                                  max_iterations=self.pdlp_iterations, barrier=self.barrier):
+                                  max_iterations=self.pdlp_iterations,
+                                  barrier=not self.provisional):
             self.clock.lap("periodic_lp")
             if relaxed.duals is not None and relaxed.bound >= lp_bound:
                 self.duals, self.weight = relaxed.duals, relaxed.weight
@@ -175,7 +177,7 @@ class _Search:
             if not closable and not self.done(self.gap):
                 self.close(agg, lp, ends, exact=False)
             if self.best != polished and not self.done(self.gap) and not relaxed.next_is_cheap \
-                    and not closable and not self.probe and self.polish_rest \
+                    and not closable and not self.probe and not self.provisional \
                     and not self.clock.expired():
                 polished = self._polish_rest(ends)
             if self.done(self.gap):
@@ -185,7 +187,7 @@ class _Search:
             # the partial MIP first: its bound may prove the plan at hand, and its plan
             # may be better than what the polish of all the rest would find
             self.close(agg, lp, ends)
-            if not self.done(self.gap) and self.polish_rest and not self.clock.expired():
+            if not self.done(self.gap) and not self.provisional and not self.clock.expired():
                 self._polish_rest(ends)
         return lp, lp_bound
 
@@ -394,7 +396,7 @@ def solve_periodic(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: floa
         pdlp_iterations = PDLP_PLAN_ITERATIONS  # a plan more than a bound
     search, after = _Search(problem, chain, clock, gap, probe=probe,
                             pdlp_iterations=pdlp_iterations, early_look=early_look,
-                            barrier=not provisional, polish_rest=not provisional), before
+                            provisional=provisional), before
     if incumbent is not None:
         search.best, search.best_value = incumbent, problem.evaluate(incumbent)
         search.how = GIVEN
