@@ -74,4 +74,7 @@ def load(path: str | Path) -> OpGraph:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
         raise SchemaError("$", f"cannot read graph file: {error.strerror}", str(path)) from None
+    except UnicodeDecodeError as error:  # a binary file, or text in another encoding
+        raise SchemaError("$", f"not UTF-8 text (byte {error.start}): a graph file is "
+                          "autoshard.graph/v1 JSON", str(path)) from None
     return loads(text, str(path))

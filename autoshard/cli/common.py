@@ -12,11 +12,18 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
+from pathlib import Path
 from typing import Any
 
 import click
 
-from autoshard.errors import AutoshardError, InfeasibleError, UsageError, VerificationFailedError
+from autoshard.errors import (
+    AutoshardError,
+    InfeasibleError,
+    OutputFileExistsError,
+    UsageError,
+    VerificationFailedError,
+)
 from costmodel import CostModelError
 from graphs import GraphError
 from graphs.importers.unmapped import UnmappedOpsWarning
@@ -49,9 +56,45 @@ def friendly_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             fail(str(exc), USAGE_EXIT)
         except KeyboardInterrupt:
             fail("interrupted", 130)
+        except OSError as exc:  # a path the checks before the work could not foresee
+            fail(os_error_line(exc), USAGE_EXIT)
         return None
 
     return wrapper
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for a file the operating system refused (``/proc/x``: no such directory,
+    a full disk, no permission): the path, the reason, what to do. The checks before any
+    work (:func:`check_output_file`) catch what a path's shape says; this is the net for
+    what only the write finds out."""
+    path = exc.filename if exc.filename is not None else "a file"
+    reason = (exc.strerror or type(exc).__name__).lower()
+    return f'cannot use "{path}": {reason}; pass a path in a directory you can write'
+
+
+def check_output_file(path: Path | None, force: bool, option: str,
+                      taken: tuple[Path, ...] = ()) -> None:
+    """Everything that would stop ``option``'s file from being written, found before any
+    work: a directory where the file goes, a file where one of its parent directories goes,
+    a path another output of the same command writes (``taken``), or an existing file
+    without ``--force``."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f'{option} "{path}" is a directory; pass a file name')
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f'{option} "{path}": "{parent}" is a file, not a directory')
+            break
+    resolved = path.resolve()
+    clash = next((other for other in taken if other.resolve() == resolved), None)
+    if clash is not None:
+        raise UsageError(f'{option} "{path}" is "{clash}", which this command also reads or '
+                         f"writes; pass another {option} path")
+    if path.exists() and not force:
+        raise OutputFileExistsError(str(path), option)
 
 
 PRODUCT_WARNINGS = (UnmodelledFieldsWarning, UnmappedOpsWarning)

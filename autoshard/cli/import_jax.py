@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from autoshard.cli.common import friendly_errors
+from autoshard.cli.common import check_output_file, friendly_errors
 from autoshard.cli.factory import (
     FactoryError,
     call_factory,
@@ -44,8 +44,7 @@ def jax_command(target: str, out_file: Path, strict: bool, force: bool, name: st
     from graphs.importers import from_jax
     from graphs.importers.unmapped import UnmappedOpsWarning
 
-    if out_file.exists() and not force:
-        raise FactoryError(f'"{out_file}" exists; pass --force to overwrite it')
+    check_output_file(out_file, force, "--out")
     if importlib.util.find_spec("jax") is None:
         raise FactoryError("jax is not installed; install the jax extra: "
                            "pip install 'autoshard[jax]'")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from autoshard.cli.common import friendly_errors
+from autoshard.cli.common import check_output_file, friendly_errors
 from autoshard.cli.factory import (
     FactoryError,
     call_factory,
@@ -33,8 +33,7 @@ def torch_command(factory: str, out: Path, strict: bool, force: bool, name: str 
     from graphs.importers import from_torch
     from graphs.importers.unmapped import UnmappedOpsWarning
 
-    if out.exists() and not force:
-        raise FactoryError(f'"{out}" exists; pass --force to overwrite it')
+    check_output_file(out, force, "--out")
     try:
         import torch  # noqa: F401 - only to fail early with the install hint
     except ImportError:

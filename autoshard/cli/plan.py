@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from autoshard.cli.common import (
+    check_output_file,
     friendly_errors,
     parse_links,
     shape_options,
@@ -23,7 +24,6 @@ from autoshard.cli.pipeline_options import (
     pipeline_options,
     stage_builder,
 )
-from autoshard.cli.trace import check_trace_path
 from autoshard.errors import OutputExistsError, UsageError, VerificationFailedError
 from autoshard.planning.batch import batch_plan
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
@@ -79,7 +79,8 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
         show_pins(strategy, pin_files, mesh)
         return
     check_out_dir(out_dir, force)
-    check_trace_path(trace, force, "--trace")
+    check_output_file(trace, force, "--trace",
+                      taken=() if out_dir is None else tuple(out_dir / n for n in OUTPUT_FILES))
     requested_gap = OPTIMALITY_GAP if gap is None else gap
     batches = batch_plan(mesh, batch=overrides.get("batch"), global_batch=global_batch,
                          micro_batch=micro_batch, grad_accum=grad_accum)

@@ -8,8 +8,7 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import friendly_errors
-from autoshard.errors import OutputFileExistsError, UsageError
+from autoshard.cli.common import check_output_file, friendly_errors
 from autoshard.planning.record import Plan
 from autoshard.planning.summary import format_seconds
 from autoshard.timeline import Timeline, write_trace
@@ -28,26 +27,9 @@ def trace_command(**options: Any) -> None:
 
 
 def run_trace(*, plan_path: Path, out_path: Path, force: bool) -> None:
-    check_trace_path(out_path, force, "--out")
+    check_output_file(out_path, force, "--out")
     timeline = write_trace(Plan.load(plan_path), out_path)
     click.echo(trace_line(out_path, timeline))
-
-
-def check_trace_path(path: Path | None, force: bool, option: str) -> None:
-    """Everything that would stop the trace from being written, found before any work: a
-    directory where the file goes, a file where one of its parent directories goes, or an
-    existing file without ``--force``."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise UsageError(f'{option} "{path}" is a directory; pass a file name')
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f'{option} "{path}": "{parent}" is a file, not a directory')
-            break
-    if path.exists() and not force:
-        raise OutputFileExistsError(str(path), option)
 
 
 def trace_line(path: Path, timeline: Timeline) -> str:

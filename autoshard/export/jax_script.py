@@ -148,6 +148,10 @@ _BODY = '''
 def make_mesh(devices=None):
     """The plan's Mesh over the first NUM_DEVICES devices (row-major, as planned)."""
     devices = jax.devices() if devices is None else devices
+    if len(devices) < NUM_DEVICES:
+        raise SystemExit(
+            f"this plan's mesh needs {NUM_DEVICES} devices and JAX sees {len(devices)}; on "
+            f"a CPU run with XLA_FLAGS=--xla_force_host_platform_device_count={NUM_DEVICES}")
     return Mesh(np.asarray(devices[:NUM_DEVICES]).reshape(MESH_SHAPE), MESH_AXES)
 
 
