@@ -109,7 +109,8 @@ def explain_context(plan: Plan, graph: OpGraph, *, topology: str | None = None,
         share_reshards=bool(settings.get("share_reshards", False)),
         # plans made before the step model was recorded were priced as a plain sum
         step=StepOptions(micro_batches=int(settings.get("micro_batches", 1)),
-                         overlap=Overlap(settings.get("overlap", "none"))))
+                         overlap=Overlap(settings.get("overlap", "none")),
+                         whole_gradients=(plan.pins or {}).get("gradient_sync") == "deferred"))
     prepared = replan(full, mesh, topo, links, options, prepare_only=True)
     return ExplainContext(plan=plan, graph=full, mesh=mesh, topology=topo, links=links,
                           options=options, prepared=prepared,

@@ -31,7 +31,7 @@ from autoshard.planning.step import (
     StepProblem,
     Traffic,
     axis_seconds,
-    keeps_size,
+    once_per_step,
     slot_label,
     slot_of,
 )
@@ -95,7 +95,7 @@ def _exposed(edge: Edge, role: EdgeRole, strategies: list[tuple[Strategy, ...]],
     if role.traffic is Traffic.SYNC and m > 1:
         srcs = tuple(s.outputs[j] for s in strategies[u])
         dsts = tuple(s.inputs[i] for s in strategies[v])
-        once = keeps_size(srcs, dsts, graph.tensors[name].shape)
+        once = once_per_step(role, srcs, dsts, graph.tensors[name].shape)
         return np.where(np.isfinite(matrix), matrix * np.where(once, 1, m), np.inf)
     return role.count * matrix if role.count != 1 else matrix
 
@@ -116,7 +116,7 @@ def _add(slot: _Slot, edge: Edge, role: EdgeRole, strategies: list[tuple[Strateg
     axes = [(a, parts[..., a] * finite) for a in range(parts.shape[-1] - 1)]
     axes = [(a, seconds) for a, seconds in axes if np.any(seconds)]
     if role.traffic is Traffic.SYNC:
-        once = keeps_size(srcs, dsts, tensor.shape)
+        once = once_per_step(role, srcs, dsts, tensor.shape)
         slot.every.extend((a, u, v, seconds * ~once) for a, seconds in axes)
         slot.once.extend((a, u, v, seconds * once) for a, seconds in axes)
         return np.where(finite, local * np.where(once, 1, m), np.inf)

@@ -14,7 +14,7 @@ import numpy as np
 
 from autoshard.planning.edge_costs import Edge
 from autoshard.planning.node_costs import NodeTerms
-from autoshard.planning.step import EdgeRole, Traffic, keeps_size
+from autoshard.planning.step import EdgeRole, Traffic, once_per_step
 from autoshard.reshard.find import reshard_axis_matrices
 from autoshard.sharding.links import MeshLinks
 from autoshard.strategies.derive import Strategy
@@ -45,8 +45,9 @@ def edge_matrix(edge: Edge, role: EdgeRole, strategies: list[tuple[Strategy, ...
 
 def _runs(role: EdgeRole, srcs: tuple, dsts: tuple, shape: tuple[int, ...], m: int
           ) -> np.ndarray | int:
-    """Runs per step: the role's count, or for a gradient reduction by pair (once when it
-    keeps the gradient's size, else every micro-batch)."""
+    """Runs per step: the role's count, or for a gradient reduction by pair (once when the
+    gradient accumulates unreduced: :func:`~autoshard.planning.step.once_per_step`, else every
+    micro-batch)."""
     if role.traffic is Traffic.SYNC and m > 1:
-        return np.where(keeps_size(srcs, dsts, shape), 1, m)
+        return np.where(once_per_step(role, srcs, dsts, shape), 1, m)
     return role.count

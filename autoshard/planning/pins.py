@@ -23,7 +23,8 @@ not required: any order matches (a plan.json pins the order too).
 
 ``gradient_sync`` says when a parameter gradient is reduced: ``eager`` (the default, what DDP,
 ZeRO-2 and FSDP do: bucket by bucket as backward produces them, held in the optimizer's
-layout) or ``deferred`` (ZeRO-1: held whole until the optimizer step, reduced there).
+layout) or ``deferred`` (ZeRO-1: held whole as produced, accumulated whole over the
+micro-batches, reduced once per step into the layout the optimizer reads).
 
 A saved plan.json is a pin set too (:func:`pins_from_plan`): every tensor pinned to its
 recorded layout, axis order included, on a mesh with the same axis names (sizes may differ):

@@ -199,13 +199,15 @@ def plan(
     topo = resolve_topology(topology)
     if expert_axes:
         exclude = _both(exclude, expert_axes_filter(graph, mesh, expert_axes))
+    pinned = pin_set(strategy, pins, mesh)
     options = PlanOptions(memory_limit=memory_limit, reserve=float(reserve), time_limit=time_limit,
                           allow_uneven=allow_uneven, backend=backend, model_name=model_name,
-                          progress=progress, gap=float(gap), exclude=exclude,
-                          pins=pin_set(strategy, pins, mesh),
+                          progress=progress, gap=float(gap), exclude=exclude, pins=pinned,
                           share_reshards=share_reshards, held_bytes=held_bytes,
                           step=StepOptions(micro_batches=micro_batches,
-                                           overlap=_overlap(overlap)))
+                                           overlap=_overlap(overlap),
+                                           whole_gradients=pinned is not None
+                                           and pinned.gradient_sync == "deferred"))
     planner = _Planner(graph, mesh, topo, MeshLinks.build(mesh, topo, dict(links or {})),
                        options)
     planner.forward, planner.training = forward, training or graph is not forward
@@ -543,8 +545,9 @@ class _Planner:
             notes.append(f"{len(self.pinned)} tensors pinned by {', '.join(pins.sources)}; the "
                          f"plan is optimal among the plans that keep those layouts")
             if pins.gradient_sync == "deferred":
-                notes.append("gradients are held whole as produced until the optimizer step "
-                             "and reduced there (ZeRO-1, gradient_sync = deferred)")
+                notes.append("gradients are held whole as produced and accumulate whole over "
+                             "the micro-batches; each is reduced once per step, into the layout "
+                             "the optimizer step reads (ZeRO-1, gradient_sync = deferred)")
         if solution.restricted:
             notes.append(f"search restricted: {solution.restricted}; the lower bound and gap "
                          f"are those of the unrestricted problem")

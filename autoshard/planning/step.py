@@ -34,6 +34,7 @@ prove (the LP relaxation of a maximum of sums averages over fractional options).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from dataclasses import dataclass
@@ -104,6 +105,9 @@ class StepOptions:
 
     micro_batches: int = 1
     overlap: Overlap = Overlap.OP
+    # ZeRO-1 (``gradient_sync = "deferred"``): gradients accumulate whole over the micro-batches
+    # and each is reduced once per step, whatever layout the optimizer reads it in
+    whole_gradients: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,6 +121,7 @@ class EdgeRole:
     count: int
     hider: int | None = None
     slot: tuple[Phase, int] | None = None
+    whole: bool = False  # a SYNC whose gradient accumulates whole: once per step, every pair
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,8 +158,11 @@ def edge_roles(graph: OpGraph, ops: list[Op], edges: list[Edge], loops: list[Edg
     """One role per edge of ``edges`` then ``loops``."""
     m, mode = options.micro_batches, options.overlap
     phases = [phase_of(op) for op in ops]
-    return tuple(_role(graph, ops, phases, edge, m, mode) for edge in edges) + tuple(
-        _loop_role(ops, edge, mode) for edge in loops)
+    roles = (_role(graph, ops, phases, edge, m, mode) for edge in edges)
+    if options.whole_gradients:
+        roles = (dataclasses.replace(r, whole=True) if r.traffic is Traffic.SYNC else r
+                 for r in roles)
+    return tuple(roles) + tuple(_loop_role(ops, edge, mode) for edge in loops)
 
 
 STORED_KINDS = ("param", "state")
@@ -211,11 +219,23 @@ def keeps_size(srcs: tuple, dsts: tuple, shape: tuple[int, ...]) -> np.ndarray:
     return src_size[:, None] <= dst_size[None, :]
 
 
+def once_per_step(role: EdgeRole, srcs: tuple, dsts: tuple, shape: tuple[int, ...]
+                  ) -> np.ndarray:
+    """Per (src, dst) pair of a gradient reduction (SYNC): does it run once per step? Yes
+    when the gradient accumulates unreduced, which it does at its produced size when the
+    reduction keeps that size (:func:`keeps_size`: DDP's all-reduce) or when the gradient is
+    held whole anyway (``role.whole``: ZeRO-1 reduce-scatters the accumulated gradient once,
+    where ZeRO-2's accumulator is the shard and every micro-batch reduces into it)."""
+    if role.whole:
+        return np.ones((len(srcs), len(dsts)), dtype=bool)
+    return keeps_size(srcs, dsts, shape)
+
+
 def runs(role: EdgeRole, src: TensorSharding, dst: TensorSharding, shape: tuple[int, ...],
          micro_batches: int) -> int:
     """How many times a step runs the reshard of one chosen (src, dst) pair."""
     if role.traffic is Traffic.SYNC:
-        return 1 if bool(keeps_size((src,), (dst,), shape)[0, 0]) else micro_batches
+        return 1 if bool(once_per_step(role, (src,), (dst,), shape)[0, 0]) else micro_batches
     return role.count
 
 
@@ -249,5 +269,5 @@ def axis_seconds(record: ReshardRecord) -> dict[str, float]:
 
 
 __all__ = ["Overlap", "Phase", "StepOptions", "StepProblem", "Traffic", "axis_seconds",
-           "edge_roles", "keeps_size", "node_counts", "overlap_label", "phase_of", "runs",
-           "slot_label", "slot_of"]
+           "edge_roles", "keeps_size", "node_counts", "once_per_step", "overlap_label",
+           "phase_of", "runs", "slot_label", "slot_of"]

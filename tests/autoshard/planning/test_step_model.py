@@ -11,6 +11,10 @@ counts, the batch arithmetic of training recipes, and MFU by the PaLM formula.
   step (torch.nn.parallel.DistributedDataParallel.no_sync docs); ZeRO-2 reduce-scatters the
   gradient of every micro-batch into its partition (Rajbhandari et al. 2020, §5.2; DeepSpeed's
   ``stage_1_and_2.py`` reduces in each micro-step's backward), so its reductions run m times.
+* ZeRO-1 keeps the whole gradient (Rajbhandari et al. 2020, §5.1: ``4Ψ + 12Ψ/N``), so the
+  micro-batches accumulate into it and it is reduce-scattered once per step; Megatron-LM's
+  distributed optimizer does the same with its whole-size gradient buffer (``--overlap-grad-
+  reduce`` launches the reduce-scatter during the last micro-batch's backward).
 * MFU: PaLM appendix B (Chowdhery et al. 2022): 6N + 12·L·H·Q·T FLOPs per token, with N the
   matmul parameters counted from the model's config by hand.
 """
@@ -99,6 +103,33 @@ def test_zero2_reduce_scatters_every_micro_batch_ddp_once(graph) -> None:
             assert op.count == m, name
         elif name.startswith("opt/"):
             assert op.count == 1, name
+
+
+def test_zero1_reduce_scatters_once_per_step_what_zero2_does_every_micro_batch() -> None:
+    m = 4  # wide weights and few tokens: reduce-scatters longer than their producers' compute
+    wide = zoo.build("gpt2", **{**GPT2, "seq": 8, "hidden": 1024, "ffn": 4096})
+    zero1, zero2 = _plan(wide, "zero1", m, "op"), _plan(wide, "zero2", m, "op")
+    assert {k: o.strategy for k, o in zero1.ops.items()} == \
+        {k: o.strategy for k, o in zero2.ops.items()}  # the same placements, pinned
+    once = {r.tensor: r for r in _syncs(zero1)}
+    every = {r.tensor: r for r in _syncs(zero2)}
+    assert once.keys() == every.keys() and once
+    saved = 0.0
+    for name, r in once.items():
+        assert r.count == 1, r  # the whole gradient accumulates: one reduction per step
+        assert r.collectives == every[name].collectives and r.seconds == every[name].seconds
+        if every[name].count == m:  # ZeRO-2's reduce-scatters, each hidden as in one run
+            hidden = min(r.seconds, zero1.ops[r.producer].compute_s)
+            saved += (m - 1) * (r.seconds - hidden)
+    assert saved > 0
+    assert zero2.objective.total_s - zero1.objective.total_s == pytest.approx(saved, rel=1e-9)
+    # what ZeRO-1 pays for it: whole gradients, against ZeRO-2's shards
+    assert zero1.memory_breakdown["grads"] > zero2.memory_breakdown["grads"]
+
+
+def test_zero1_and_zero2_cost_the_same_time_without_accumulation(graph) -> None:
+    zero1, zero2 = _plan(graph, "zero1", 1, "op"), _plan(graph, "zero2", 1, "op")
+    assert zero1.objective.total_s == zero2.objective.total_s
 
 
 def test_mfu_is_the_palm_formula_over_the_step(graph) -> None:
