@@ -297,3 +297,18 @@ def test_workers_log_as_the_driver_does(tmp_path: Path) -> None:
     lines = [line for line in result.stderr.splitlines()
              if line.startswith("INFO autoshard.sweep.runner: point ")]
     assert len(lines) == 3 and all("no plan fits" in line for line in lines), result.stderr
+
+
+def test_a_graph_file_sweeps_with_its_batch_unknown(tmp_path: Path, small_model: str) -> None:
+    """A graph file takes no --batch: the sweep still writes its plots and summary, stating
+    the batch as unknown and leaving tokens per second empty rather than guessed."""
+    out = tmp_path / "graph"
+    result = run("--model", small_model, "--devices", "2", "--axes", "1", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    (row,) = read_csv(out / "sweep.csv")
+    assert (row["feasible"], row["batch"], row["tokens_per_s"]) == ("True", "", "")
+    for name in ("step_time.png", "memory.png", "throughput.png", "frontier.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = (out / "summary.md").read_text()
+    assert "inference, batch unknown, seq unknown" in summary
+    assert "| 2 | `dp=2` |" in summary
