@@ -312,3 +312,31 @@ def test_a_graph_file_sweeps_with_its_batch_unknown(tmp_path: Path, small_model:
     summary = (out / "summary.md").read_text()
     assert "inference, batch unknown, seq unknown" in summary
     assert "| 2 | `dp=2` |" in summary
+
+
+@pytest.mark.parametrize(("where", "needle"), [
+    ("file", "is a file, not a directory"),
+    ("under-file", "is a file, not a directory"),
+    ("csv-dir", "sweep.csv is a directory"),
+    ("proc", "cannot create the directory"),
+], ids=["file", "under-file", "csv-dir", "proc"])
+def test_an_unusable_out_is_one_line_before_any_point(tmp_path: Path, monkeypatch, where,
+                                                       needle) -> None:
+    """--out must be a directory that exists or can be made: a file, a path under a file, a
+    sweep.csv that is a directory or a place nobody can create (/proc) is refused before a
+    single point is planned."""
+    if where == "proc" and not Path("/proc/self").is_dir():
+        pytest.skip("needs Linux's /proc")
+    existing = tmp_path / "existing.json"
+    existing.write_text("{}\n")
+    (tmp_path / "taken" / "sweep.csv").mkdir(parents=True)
+    out = {"file": existing, "under-file": existing / "sub", "csv-dir": tmp_path / "taken",
+           "proc": Path("/proc/autoshard-sweep-test")}[where]
+    monkeypatch.setattr(runner_module, "run_point", lambda point, settings: pytest.fail(
+        "a point was planned"))
+    result = run(*TINY_MLP, "--out", str(out))
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autoshard: error:")
+    assert f'--out "{out}"' in lines[0] and needle in lines[0]
+    assert existing.read_text() == "{}\n"
