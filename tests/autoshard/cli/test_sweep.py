@@ -340,3 +340,20 @@ def test_an_unusable_out_is_one_line_before_any_point(tmp_path: Path, monkeypatc
     assert len(lines) == 1 and lines[0].startswith("autoshard: error:")
     assert f'--out "{out}"' in lines[0] and needle in lines[0]
     assert existing.read_text() == "{}\n"
+
+
+@pytest.mark.parametrize("extra", [(), ("--memory", "1GiB")], ids=["same-settings",
+                                                                   "other-settings"])
+def test_resume_and_force_together_are_refused(tmp_path: Path, extra) -> None:
+    """--resume keeps the earlier rows, --force deletes them: together they are one error
+    naming both, whatever the settings (not a hint to pass the --force already given), and
+    the earlier sweep is left as it was."""
+    out = tmp_path / "both"
+    assert run(*TINY_MLP, "--out", str(out), "--plans", "none").exit_code == 0
+    before = (out / "sweep.csv").read_bytes()
+    result = run(*TINY_MLP, "--out", str(out), "--plans", "none", "--resume", "--force",
+                 *extra)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "--resume and --force contradict each other" in lines[0]
+    assert (out / "sweep.csv").read_bytes() == before
