@@ -68,7 +68,8 @@ MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
 @click.option("-j", "--jobs", type=int, default=1, show_default=True,
               help="Worker processes (local executor).")
 @click.option("--resume", is_flag=True, help="Keep the rows in DIR/sweep.csv; run the rest.")
-@click.option("--force", is_flag=True, help="Start over although DIR/sweep.csv exists.")
+@click.option("--force", is_flag=True,
+              help="Start over although DIR/sweep.csv exists (not with --resume).")
 @click.option("--executor", type=click.Choice([e.value for e in ExecutorKind]),
               default="local", show_default=True)
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://host:8786.")

@@ -42,15 +42,31 @@ def frame(rows: Sequence[dict[str, str]]) -> pd.DataFrame:
 
 def studies(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """(label, rows) per study, in order of first appearance."""
-    keys = table[list(STUDY_KEYS)].astype(str).agg("|".join, axis=1)
+    keys = study_keys(table)
     return [(_label(table[keys == key].iloc[0]), table[keys == key])
             for key in dict.fromkeys(keys)]
 
 
+def study_keys(table: pd.DataFrame) -> pd.Series:
+    """One text key per row naming its study. A missing cell (the batch of a graph file or
+    of a config swept without --batch) becomes "": pandas 3's ``astype(str)`` keeps it a
+    float NaN, which ``str.join`` refuses."""
+    cells = table[list(STUDY_KEYS)]
+    return cells.astype(object).where(cells.notna(), "").astype(str).agg("|".join, axis=1)
+
+
+UNKNOWN = "unknown"
+"""How a batch or sequence length the sweep was not told is shown: never a guessed number."""
+
+
+def shown(value: Any) -> str:
+    """A cell as text, :data:`UNKNOWN` when it is missing."""
+    return UNKNOWN if pd.isna(value) else str(value)
+
+
 def _label(row: pd.Series) -> str:
     text = f"{row['model']} {'training' if row['mode'] == 'train' else 'inference'}"
-    if not pd.isna(row["batch"]):
-        text += f", batch {row['batch']}, seq {row['seq']}"
+    text += f", batch {shown(row['batch'])}, seq {shown(row['seq'])}"
     text += f", {row['topology']}"
     if row["links"] != "default":
         text += f", links {row['links']}"

@@ -95,7 +95,8 @@ def sweep(spec: SweepSpec, out_dir: Path, *, settings: RunSettings | None = None
         settings: planner knobs shared by all points (memory, reserve, time limit).
         jobs: worker processes of the local executor (1 runs in this process).
         resume: keep the rows already in ``sweep.csv`` and compute only the others.
-        force: start over even though ``out_dir`` already holds a ``sweep.csv``.
+        force: start over even though ``out_dir`` already holds a ``sweep.csv`` (not with
+            ``resume``, which keeps its rows).
         executor: LOCAL or DASK (then ``scheduler`` is the scheduler's address).
         progress: a progress bar on stderr.
         plans: which plan files to keep.
@@ -106,7 +107,8 @@ def sweep(spec: SweepSpec, out_dir: Path, *, settings: RunSettings | None = None
 
     Raises:
         OutputExistsError: ``out_dir`` holds a ``sweep.csv`` and neither flag was given.
-        UsageError: bad options, unknown model, unreachable scheduler.
+        UsageError: bad options (``resume`` and ``force`` together), an ``out_dir`` that is a
+            file or cannot be created, unknown model, unreachable scheduler.
 
     Example:
         >>> import tempfile
@@ -120,6 +122,8 @@ def sweep(spec: SweepSpec, out_dir: Path, *, settings: RunSettings | None = None
     check_gap(settings.gap)  # once here, not as an error row per point
     check_time_limit(settings.time_limit)
     _check_run_options(jobs, executor, scheduler)
+    _check_resume_force(resume=resume, force=force)
+    _check_out_dir(out_dir)
     spec = with_default_shape(spec)
     csv_path = out_dir / CSV_NAME
     done = _prepare(out_dir, csv_path, resume=resume, force=force)
@@ -150,6 +154,38 @@ def _check_run_options(jobs: int, executor: ExecutorKind, scheduler: str | None)
         raise UsageError("--scheduler applies to --executor dask only")
 
 
+def _check_resume_force(*, resume: bool, force: bool) -> None:
+    """The two flags contradict each other (keep the earlier rows, or delete them); taking
+    either one silently would throw away rows or keep ones the user meant to redo."""
+    if resume and force:
+        raise UsageError("--resume and --force contradict each other: --resume keeps the rows "
+                         "already in sweep.csv, --force deletes them; pass only one")
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    """Refuse, before any planning, an ``out_dir`` that is a file or lies under one, or whose
+    ``sweep.csv`` is a directory: otherwise the sweep would fail only when writing."""
+    for path in (out_dir, *out_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise UsageError(f'--out "{out_dir}": "{path}" is a file, not a directory; '
+                                 "pass a directory for sweep.csv, the plots and summary.md")
+            break
+    if (out_dir / CSV_NAME).is_dir():
+        raise UsageError(f'--out "{out_dir}": {CSV_NAME} is a directory there; pass another '
+                         "--out")
+
+
+def _make_out_dir(out_dir: Path) -> None:
+    """Create ``out_dir``; a place that cannot hold it (``/proc``, no permission, a read-only
+    disk) is one error naming the directory, not an ``OSError`` traceback."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f'--out "{out_dir}": cannot create the directory '
+                         f"({exc.strerror or exc}); pass a writable location") from None
+
+
 def with_default_shape(spec: SweepSpec) -> SweepSpec:
     """Fill unset batch/seq with the zoo model's defaults, so rows and ids state them; keep
     the pipeline sizes the model's layers allow (a stage holds at least one layer)."""
@@ -167,8 +203,8 @@ def _prepare(out_dir: Path, csv_path: Path, *, resume: bool, force: bool
     """Rows to keep (resume), after refusing to clobber an earlier sweep by accident."""
     if csv_path.exists() and not (resume or force):
         raise OutputExistsError(str(out_dir), (CSV_NAME,))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if force and not resume:
+    _make_out_dir(out_dir)
+    if force:
         csv_path.unlink(missing_ok=True)
         shutil.rmtree(out_dir / "points", ignore_errors=True)  # plans of the earlier sweep
         return {}
@@ -195,7 +231,7 @@ def _check_settings(out_dir: Path, settings: RunSettings, *, resume: bool) -> No
             detail = ", ".join(f"{k} {stored.get(k)!r} → {current[k]!r}" for k in changed)
             raise UsageError(f"{out_dir} was swept with other planner settings ({detail}); "
                              "resume with the same --memory/--reserve/--time-limit/--gap, or pass "
-                             "--force to start over")
+                             "--force instead of --resume to start over")
     path.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
 
 

@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from autoshard.sweep.plots import best_per_devices, studies
+from autoshard.sweep.plots import UNKNOWN, best_per_devices, studies
 
 MAX_INFEASIBLE_LISTED = 20
 
@@ -56,7 +56,7 @@ def _study_table(rows: pd.DataFrame) -> list[str]:
         others = rows[(rows["devices"] == devices) & rows["feasible"]
                       & (rows["point"] != row["point"])].sort_values("total_s", kind="mergesort")
         runner = None if others.empty else others.iloc[0]
-        tokens = "" if pd.isna(row["tokens_per_s"]) else f"{row['tokens_per_s']:,.0f}"
+        tokens = UNKNOWN if pd.isna(row["tokens_per_s"]) else f"{row['tokens_per_s']:,.0f}"
         limit = row["limit_bytes"] / 2**30 if not pd.isna(row["limit_bytes"]) else math.nan
         optimal = "yes" if row["optimal"] else f"gap {row['gap']:.2%}"
         lines.append(f"| {devices} | `{row['mesh']}` | {_ms(row['total_s'])} | {tokens} | "

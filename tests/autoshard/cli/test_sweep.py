@@ -297,3 +297,63 @@ def test_workers_log_as_the_driver_does(tmp_path: Path) -> None:
     lines = [line for line in result.stderr.splitlines()
              if line.startswith("INFO autoshard.sweep.runner: point ")]
     assert len(lines) == 3 and all("no plan fits" in line for line in lines), result.stderr
+
+
+def test_a_graph_file_sweeps_with_its_batch_unknown(tmp_path: Path, small_model: str) -> None:
+    """A graph file takes no --batch: the sweep still writes its plots and summary, stating
+    the batch as unknown and leaving tokens per second empty rather than guessed."""
+    out = tmp_path / "graph"
+    result = run("--model", small_model, "--devices", "2", "--axes", "1", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    (row,) = read_csv(out / "sweep.csv")
+    assert (row["feasible"], row["batch"], row["tokens_per_s"]) == ("True", "", "")
+    for name in ("step_time.png", "memory.png", "throughput.png", "frontier.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = (out / "summary.md").read_text()
+    assert "inference, batch unknown, seq unknown" in summary
+    assert "| 2 | `dp=2` |" in summary
+
+
+@pytest.mark.parametrize(("where", "needle"), [
+    ("file", "is a file, not a directory"),
+    ("under-file", "is a file, not a directory"),
+    ("csv-dir", "sweep.csv is a directory"),
+    ("proc", "cannot create the directory"),
+], ids=["file", "under-file", "csv-dir", "proc"])
+def test_an_unusable_out_is_one_line_before_any_point(tmp_path: Path, monkeypatch, where,
+                                                       needle) -> None:
+    """--out must be a directory that exists or can be made: a file, a path under a file, a
+    sweep.csv that is a directory or a place nobody can create (/proc) is refused before a
+    single point is planned."""
+    if where == "proc" and not Path("/proc/self").is_dir():
+        pytest.skip("needs Linux's /proc")
+    existing = tmp_path / "existing.json"
+    existing.write_text("{}\n")
+    (tmp_path / "taken" / "sweep.csv").mkdir(parents=True)
+    out = {"file": existing, "under-file": existing / "sub", "csv-dir": tmp_path / "taken",
+           "proc": Path("/proc/autoshard-sweep-test")}[where]
+    monkeypatch.setattr(runner_module, "run_point", lambda point, settings: pytest.fail(
+        "a point was planned"))
+    result = run(*TINY_MLP, "--out", str(out))
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autoshard: error:")
+    assert f'--out "{out}"' in lines[0] and needle in lines[0]
+    assert existing.read_text() == "{}\n"
+
+
+@pytest.mark.parametrize("extra", [(), ("--memory", "1GiB")], ids=["same-settings",
+                                                                   "other-settings"])
+def test_resume_and_force_together_are_refused(tmp_path: Path, extra) -> None:
+    """--resume keeps the earlier rows, --force deletes them: together they are one error
+    naming both, whatever the settings (not a hint to pass the --force already given), and
+    the earlier sweep is left as it was."""
+    out = tmp_path / "both"
+    assert run(*TINY_MLP, "--out", str(out), "--plans", "none").exit_code == 0
+    before = (out / "sweep.csv").read_bytes()
+    result = run(*TINY_MLP, "--out", str(out), "--plans", "none", "--resume", "--force",
+                 *extra)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "--resume and --force contradict each other" in lines[0]
+    assert (out / "sweep.csv").read_bytes() == before

@@ -142,3 +142,16 @@ def test_a_sweep_without_any_plan_still_reports(tmp_path: Path) -> None:
     assert len(write_plots(table, tmp_path, caption="c")) == 4
     text = summary_markdown(table, command="c", machine="m", plots=[])
     assert "| 8 | none feasible |" in text and "1 of 1 points have no plan" in text
+
+
+def test_a_sweep_without_a_batch_reports_it_as_unknown(tmp_path: Path) -> None:
+    """A graph file (or a config swept without --batch) has no batch, hence no tokens per
+    second: the report says so instead of failing on the empty cells or guessing a number."""
+    rows = [dict(r, batch="", seq=seq, tokens_per_s="")
+            for r, seq in ((ROWS[0], ""), (ROWS[1], ""), (ROWS[2], "512"))]
+    table = frame(rows)
+    assert len(write_plots(table, tmp_path, caption="c")) == 4
+    text = summary_markdown(table, command="c", machine="m", plots=[])
+    assert "## m inference, batch unknown, seq unknown, dgx-h100" in text
+    assert "## m inference, batch unknown, seq 512, dgx-h100" in text
+    assert "| 4 | `dp=2,tp=2` | 3.000 ms | unknown |" in text
