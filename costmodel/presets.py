@@ -233,7 +233,9 @@ _PRESETS: dict[str, Topology] = {
     "dgx-a100": _dgx("dgx-a100", A100, NVLINK3, IB_HDR, PCIE_GEN4),
     # the original DGX A100 (8 × A100 40GB): the same NVLink3/NVSwitch and 8 × 200 Gb/s HDR IB
     "dgx-a100-40gb": _dgx("dgx-a100-40gb", A100_40GB, NVLINK3, IB_HDR, PCIE_GEN4),
-    "aws-p4d": _dgx("aws-p4d", A100, NVLINK3_P4D, EFA_P4D, PCIE_GEN4),
+    # p4d.24xlarge: 8 × A100 40GB (AWS EC2 P4 instance page: "8 NVIDIA A100 Tensor Core GPUs",
+    # 320 GB HBM2 per instance; p4de.24xlarge is the 8 × 80 GB one); the links fit p4de's tables
+    "aws-p4d": _dgx("aws-p4d", A100_40GB, NVLINK3_P4D, EFA_P4D, PCIE_GEN4),
     "aws-p5": _dgx("aws-p5", H100, NVLINK4, EFA_P5, PCIE_GEN5),
     "gcp-a3-mega": _dgx("gcp-a3-mega", H100, NVLINK4, TCPXO, PCIE_GEN5),
     # v5e pod: 16×16 = 256 chips, 2-D torus.

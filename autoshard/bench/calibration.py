@@ -29,7 +29,8 @@ logger = logging.getLogger(__name__)
 
 # file, nodes and GPUs per node when the file has no nccl-tests rank header, matching preset.
 # OCI BM.GPU4.8 and Azure ND A100 v4 are 8×A100 NVSwitch nodes like a DGX A100 (OCI with RoCE
-# at the DGX's 8 × 200 Gb/s); AWS p4de is the aws-p4d preset's hardware (A100 + 400 Gb/s EFA).
+# at the DGX's 8 × 200 Gb/s); AWS p4de has the aws-p4d preset's network (NVSwitch + 400 Gb/s
+# EFA; its GPUs are the 80 GB A100, p4d's the 40 GB one).
 TABLES = (
     ("azure-nda100v4-1node-8xA100-busbw-only.txt", (1, 8), "dgx-a100"),
     ("oci-bm-gpu4.8-2node-16xA100-40GB-roce-allreduce.txt", (None, None), "dgx-a100"),

@@ -149,7 +149,8 @@ def shape_options(dtype_help: str | None = None) -> Decorator:
                           "default: dropless."),
         click.option("--expert-imbalance", type=float, default=None,
                      help="Dropless MoE: the busiest expert's load over the mean (>= 1, "
-                          "default 1.0); sizes the expert buffers."),
+                          "default 1.0); sizes the expert buffers. Not with "
+                          "--capacity-factor, which sizes them on its own."),
     )
 
 

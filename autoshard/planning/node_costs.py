@@ -73,13 +73,23 @@ it."""
 
 def op_strategies(graph: OpGraph, op: Op, mesh: Mesh, allow_uneven: bool
                   ) -> tuple[Strategy, ...]:
+    """The strategies of ``op`` the planner considers: every derived one, less ring attention
+    on query blocks shorter than :data:`MIN_RING_BLOCK`."""
     ins, outs = graph.specs(op)
     strategies = enumerate_strategies(op.kind, ins, outs, op.attrs, mesh,
                                       allow_uneven=allow_uneven)
     if op.kind not in ("attention", "attention_bwd"):
         return strategies
-    return tuple(s for s in strategies
-                 if s.work == 1 or s.inputs[0].local_shape(ins[0].shape)[1] >= MIN_RING_BLOCK)
+    return tuple(s for s in strategies if s.work == 1 or _ring_block(s, ins[0]) >= MIN_RING_BLOCK)
+
+
+def _ring_block(strategy: Strategy, query: TensorSpec) -> int:
+    """Query tokens of the largest per-device block of a ring-attention strategy.
+
+    Why not the exact shard: under ``allow_uneven`` the sequence may not divide by the ring,
+    and the planner prices uneven shards by their largest (ceil) block, as :func:`local_specs`
+    does; the ring is paced by that block."""
+    return strategy.inputs[0].local_shape(query.shape, even=False)[1]
 
 
 def local_specs(specs: tuple[TensorSpec, ...], shardings: tuple[TensorSharding, ...]

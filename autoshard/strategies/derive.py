@@ -32,7 +32,14 @@ from typing import Any
 
 from autoshard.errors import UsageError
 from autoshard.sharding.mesh import Mesh
-from autoshard.sharding.placements import Partial, Placement, Replicate, Shard, StridedShard
+from autoshard.sharding.placements import (
+    Partial,
+    Placement,
+    Replicate,
+    Shard,
+    StridedShard,
+    chunk_sizes,
+)
 from autoshard.sharding.tensor_sharding import TensorSharding
 from autoshard.strategies.hand_rules import HAND_FACTORS, HandFactor, ring_steps
 from graphs import FactorKind, TensorSpec, get_op
@@ -164,7 +171,8 @@ def _build(sig: DimSignature, choice: tuple[_Option, ...], mesh: Mesh,
         if any(choice[a].hand != choice[axes[0]].hand for a in axes):
             return None  # one factor, sharded both by a hand rule and generically
         shards, size = math.prod(sizes[a] for a in axes), sig.size(factor)
-        if size % shards and not (allow_uneven and size >= shards and _alone(sig, factor)):
+        if size % shards and not (allow_uneven and _unevenly_shardable(
+                sig, factor, [sizes[a] for a in axes])):
             return None
     local = {f: -(-sig.size(f) // math.prod(sizes[a] for a in axes_of.get(f, ())))
              for f in sig.factors}
@@ -185,6 +193,31 @@ def _build(sig: DimSignature, choice: tuple[_Option, ...], mesh: Mesh,
     intra_op, work = _intra_op(choice, mesh, ins, sig, local)
     return Strategy(inputs=tuple(inputs), outputs=tuple(outputs), label=label, per_axis=names,
                     intra_op=intra_op, work=work)
+
+
+def _unevenly_shardable(sig: DimSignature, factor: str, axis_sizes: Sequence[int]) -> bool:
+    """True when ``factor`` may be split by axes of ``axis_sizes`` (in order) into uneven
+    (``torch.chunk``) pieces.
+
+    Every piece must be non-empty (:func:`_pieces_non_empty`) and contiguous (:func:`_alone`),
+    and a contracted factor must not reduce by "avg": the mean of unequal pieces' means is not
+    the mean of the whole (a Partial(avg) output would be wrong), while sums and maxima of
+    pieces stay exact."""
+    if not _pieces_non_empty(sig.size(factor), axis_sizes) or not _alone(sig, factor):
+        return False
+    return sig.kind(factor) is not FactorKind.CONTRACTED or sig.reduction(factor) != "avg"
+
+
+def _pieces_non_empty(size: int, axis_sizes: Sequence[int]) -> bool:
+    """True when chunking ``size`` by each axis in turn leaves no device an empty piece.
+
+    Why not ``size >= shards``: ``torch.chunk`` makes ceil-sized pieces, so 5 over 4 is
+    2, 2, 1, 0, and axes chunk the current piece one after another (5 over 2 then 3: 3 → 1,
+    1, 1 but 2 → 1, 1, 0)."""
+    if not axis_sizes:
+        return size > 0
+    return all(_pieces_non_empty(piece, axis_sizes[1:])
+               for piece in chunk_sizes(size, axis_sizes[0]))
 
 
 def _alone(sig: DimSignature, factor: str) -> bool:

@@ -60,8 +60,17 @@ def _scores(q: np.ndarray, k: np.ndarray, scale: float, rows: np.ndarray, cols: 
     return scores
 
 
-def _positions(block: int, size: int, shift: int = 0) -> np.ndarray:
-    return np.arange(block * size, (block + 1) * size) + shift
+def _starts(blocks: Sequence[np.ndarray]) -> list[int]:
+    """Each block's first position along the sequence (dim 1), blocks in ring order.
+
+    Why from the blocks' own sizes and not ``index × size``: under ``allow_uneven`` the
+    sequence is split in ``torch.chunk`` sizes (the last blocks short or empty), and the blocks
+    in ring order are contiguous and consecutive whether one axis or several split it."""
+    return [int(start) for start in np.cumsum([0, *(b.shape[1] for b in blocks)])[:-1]]
+
+
+def _positions(start: int, size: int, shift: int = 0) -> np.ndarray:
+    return np.arange(start, start + size) + shift
 
 
 def ring_forward(group: Sequence[Coord], local: Mapping[Coord, Sequence[np.ndarray]],
@@ -70,18 +79,20 @@ def ring_forward(group: Sequence[Coord], local: Mapping[Coord, Sequence[np.ndarr
     """Every device's output block: its queries against the ring's K/V blocks, merged online
     in ring order (own block first, then the one from the previous rank, …)."""
     n = len(group)
+    q_starts = _starts([local[c][0] for c in group])
+    k_starts = _starts([local[c][1] for c in group])
     out = {}
     for r, coord in enumerate(group):
         q = local[coord][0]
         s_blk, scale_r = q.shape[1], (1.0 / np.sqrt(q.shape[3]) if scale is None else scale)
-        rows = _positions(r, s_blk, total_t - total_s)
+        rows = _positions(q_starts[r], s_blk, total_t - total_s)
         high = np.full((q.shape[0], q.shape[2], s_blk), -np.inf)
         norm = np.zeros_like(high)
         acc = np.zeros((q.shape[0], q.shape[2], s_blk, local[coord][2].shape[3]))
         for step in range(n):
             j = (r - step) % n
             k, v = local[group[j]][1], local[group[j]][2]
-            scores = _scores(q, k, scale_r, rows, _positions(j, k.shape[1]), causal)
+            scores = _scores(q, k, scale_r, rows, _positions(k_starts[j], k.shape[1]), causal)
             new_high = np.maximum(high, scores.max(axis=-1))
             safe = np.where(np.isfinite(new_high), new_high, 0.0)
             weights = np.exp(scores - safe[..., None])
@@ -104,12 +115,15 @@ def ring_backward(group: Sequence[Coord], local: Mapping[Coord, Sequence[np.ndar
     scale_r = 1.0 / np.sqrt(q0.shape[3]) if scale is None else scale
     hq, hk = q0.shape[2], k0.shape[2]
     heads = np.arange(hq) // (hq // hk)
+    q_starts = _starts([local[c][0] for c in group])
+    k_starts = _starts([local[c][1] for c in group])
     pairs = {}
     for r in range(n):
         q = local[group[r]][0]
-        rows = _positions(r, q.shape[1], total_t - total_s)
+        rows = _positions(q_starts[r], q.shape[1], total_t - total_s)
         blocks = [_scores(q, local[group[j]][1], scale_r, rows,
-                          _positions(j, local[group[j]][1].shape[1]), causal) for j in range(n)]
+                          _positions(k_starts[j], local[group[j]][1].shape[1]), causal)
+                  for j in range(n)]
         top = np.max([b.max(axis=-1) for b in blocks], axis=0)
         lse = top + np.log(sum(np.exp(b - top[..., None]).sum(axis=-1) for b in blocks))
         pairs[r] = [np.exp(b - lse[..., None]) for b in blocks]

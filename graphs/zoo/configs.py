@@ -23,7 +23,7 @@ from typing import Any
 
 from graphs.ir import DType
 from graphs.zoo.errors import ModelConfigError, UnknownModelError
-from graphs.zoo.moe_config import MLAConfig, MoEConfig, Score
+from graphs.zoo.moe_config import BOTH_LOADS, MLAConfig, MoEConfig, Score
 
 
 @enum.unique
@@ -327,7 +327,7 @@ def config(name: str, **overrides: Any) -> ModelConfig:
     _check_override_names(base, given)
     changes = {k: v for k, v in given.items() if k not in MOE_OVERRIDES}
     if base.moe is not None:
-        changes["moe"] = moe_overridden(base.moe, given)
+        changes["moe"] = moe_overridden(base.moe, given, base.name)
     if "hidden" in given and "ffn" not in given:
         changes["ffn"] = default_ffn(base, given["hidden"])
     if "heads" in given and "kv_heads" not in given and base.kv_heads == base.heads:
@@ -335,11 +335,20 @@ def config(name: str, **overrides: Any) -> ModelConfig:
     return replace(base, **changes)
 
 
-def moe_overridden(moe: MoEConfig, given: dict[str, Any]) -> MoEConfig:
-    """``moe`` with the MoE overrides in ``given`` applied, its dense layers cut to a
-    ``layers`` override (the first k dense layers of a shorter model stay its first)."""
+def moe_overridden(moe: MoEConfig, given: dict[str, Any], model: str) -> MoEConfig:
+    """``moe`` of ``model`` with the MoE overrides in ``given`` applied, its dense layers cut
+    to a ``layers`` override (the first k dense layers of a shorter model stay its first).
+
+    Raises:
+        ModelConfigError: an ``expert_imbalance`` beside a capacity factor, which fixes the
+            buffers on its own (see :meth:`MoEConfig.validate`)."""
     fields = {("imbalance" if k == "expert_imbalance" else k): v for k, v in given.items()
               if k in MOE_OVERRIDES}
+    factor = fields.get("capacity_factor", moe.capacity_factor)
+    if "imbalance" in fields and factor is not None:
+        # even an imbalance of 1.0 (the default) says the caller expects it to matter
+        raise ModelConfigError(model, "expert_imbalance", BOTH_LOADS.format(
+            imbalance=fields["imbalance"], factor=factor))
     if "layers" in given:
         fields["dense_layers"] = tuple(i for i in moe.dense_layers if i < int(given["layers"]))
     return replace(moe, **fields)

@@ -266,7 +266,7 @@ def read_hf_config(source: str | Path | Mapping[str, Any], *, name: str | None =
     given = _check_overrides(model_name, architecture, overrides)
     fields = architecture.read(document)
     if fields.get("moe") is not None:
-        fields["moe"] = moe_overridden(fields["moe"], given)
+        fields["moe"] = moe_overridden(fields["moe"], given, model_name)
     elif any(key in given for key in _MOE_ONLY):
         key = next(key for key in _MOE_ONLY if key in given)
         raise ModelConfigError(model_name, key, f"{key} applies to mixture-of-experts models "

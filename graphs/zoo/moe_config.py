@@ -29,6 +29,12 @@ from dataclasses import dataclass
 
 from graphs.zoo.errors import ModelConfigError
 
+BOTH_LOADS = ("expert imbalance {imbalance!r} sizes dropless expert buffers, but capacity "
+               "factor {factor!r} already fixes them (tokens beyond the capacity are "
+               "dropped, so the imbalance changes nothing); give one of the two")
+"""Why an imbalance and a capacity factor together are refused (``str.format`` fields
+``imbalance`` and ``factor``)."""
+
 
 @enum.unique
 class Score(enum.Enum):
@@ -81,17 +87,29 @@ class MoEConfig:
                                                    f"{self.experts} experts; each token picks "
                                                    f"distinct experts, so choose top-k ≤ "
                                                    f"{self.experts}")
-        if self.capacity_factor is not None and not self.capacity_factor > 0:
-            raise ModelConfigError(model, "capacity_factor",
-                                   f"capacity factor {self.capacity_factor!r} must be > 0 "
-                                   "(1.0 holds the mean load; omit it for dropless routing)")
-        if not self.imbalance >= 1.0:
-            raise ModelConfigError(model, "imbalance",
-                                   f"expert imbalance {self.imbalance!r} is the busiest "
-                                   "expert's load over the mean load, so it is at least 1.0")
+        self._validate_load(model)
         if self.shared_ffn < 0 or any(not 0 <= i < layers for i in self.dense_layers):
             raise ModelConfigError(model, "dense_layers", f"dense layers {self.dense_layers} "
                                                           f"must lie in 0..{layers - 1}")
+
+    def _validate_load(self, model: str) -> None:
+        """The buffer size's f must be a finite number (a slot count is an integer), and
+        only one of the two fields sets it: with a capacity factor the buffers hold that
+        many slots whatever the imbalance (the busiest expert's surplus is dropped), so an
+        imbalance beside it would be silently ignored."""
+        factor = self.capacity_factor
+        if factor is not None and not (math.isfinite(factor) and factor > 0):
+            raise ModelConfigError(model, "capacity_factor",
+                                   f"capacity factor {factor!r} must be > 0 and finite "
+                                   "(1.0 holds the mean load; omit it for dropless routing)")
+        if not (math.isfinite(self.imbalance) and self.imbalance >= 1.0):
+            raise ModelConfigError(model, "imbalance",
+                                   f"expert imbalance {self.imbalance!r} is the busiest "
+                                   "expert's load over the mean load, so it is at least "
+                                   "1.0 (and finite)")
+        if factor is not None and self.imbalance != 1.0:
+            raise ModelConfigError(model, "imbalance", BOTH_LOADS.format(
+                imbalance=self.imbalance, factor=factor))
 
     @property
     def load_factor(self) -> float:

@@ -21,6 +21,7 @@ from autoshard.sharding.layout import shard_array, unshard_arrays
 from autoshard.sharding.mesh import Mesh
 from autoshard.strategies import hand_rules
 from autoshard.strategies.derive import enumerate_strategies
+from autoshard.verify.blocks import local_shape as held_shape
 from graphs import DType, GraphError, TensorSpec, get_op, local_attrs
 from tests.graphs.ops.test_local_shards import _IDS, CASES, Case, _arrays
 
@@ -54,7 +55,7 @@ def _run(kind, opdef, attrs, specs, outs, arrays, strategy, mesh) -> list[np.nda
         for c in coords:
             local_in = tuple(TensorSpec(x.shape, spec.dtype)
                              for x, spec in zip(local[c], specs, strict=True))
-            local_out = tuple(TensorSpec(s.local_shape(o.shape), o.dtype)
+            local_out = tuple(TensorSpec(held_shape(s, o.shape, c), o.dtype)
                               for s, o in zip(strategy.outputs, outs, strict=True))
             results[c] = opdef.reference(local[c], local_attrs(opdef, attrs, local_in,
                                                                local_out))
@@ -209,4 +210,37 @@ def test_random_shapes_and_meshes(index: int, sizes: dict, mesh_text: str, pick:
             np.testing.assert_allclose(g, np.asarray(w, dtype=np.float64), rtol=tol,
                                        atol=tol * 1e-3,
                                        err_msg=f"{case.kind} {sizes} on {mesh_text}: "
+                                               f"{strategy.label}, output {j}")
+
+
+UNEVEN = {"a": 5, "b": 7, "c": 3, "d": 2, "e": 5}   # no size but d divides by 3 or 4
+
+
+@pytest.mark.parametrize("mesh_text", ("x=3", "x=4"))
+@pytest.mark.parametrize("case", CASES, ids=_IDS)
+def test_uneven_strategies_compute_the_unsharded_result(case: Case, mesh_text: str) -> None:
+    """``allow_uneven`` strategies (``torch.chunk`` pieces, the last short) are proven like
+    the even ones: ring attention on unequal blocks, and no mean over unequal pieces."""
+    mesh = Mesh.parse(mesh_text)
+    opdef = get_op(case.kind)
+    attrs = {**opdef.optional_attrs, **case.attrs(UNEVEN)}
+    specs = tuple(TensorSpec(shape, dtype) for shape, dtype in case.specs(UNEVEN))
+    try:
+        outs = opdef.infer(specs, attrs)
+    except GraphError:
+        return  # a size the op rejects; not a sharding question
+    arrays = _arrays(case, list(specs), np.random.default_rng(11), attrs, UNEVEN)
+    want = opdef.reference(arrays, attrs)
+    uneven = [s for s in enumerate_strategies(case.kind, specs, outs, attrs, mesh,
+                                              allow_uneven=True)
+              if not all(t.is_divisible(spec.shape)
+                         for t, spec in zip((*s.inputs, *s.outputs), (*specs, *outs),
+                                            strict=True))]
+    for strategy in uneven:
+        got = _run(case.kind, opdef, attrs, specs, outs, arrays, strategy, mesh)
+        for j, (g, w) in enumerate(zip(got, want, strict=True)):
+            tol = 1e-6 if outs[j].dtype is DType.F64 else 2e-5
+            np.testing.assert_allclose(g, np.asarray(w, dtype=np.float64), rtol=tol,
+                                       atol=tol * 1e-3,
+                                       err_msg=f"{case.kind} on {mesh_text}: "
                                                f"{strategy.label}, output {j}")

@@ -19,6 +19,7 @@ import pytest
 
 from graphs import zoo
 from graphs.ir import TensorRole
+from graphs.zoo.moe_config import MoEConfig
 
 QWEN_A27B = {
     "model_type": "qwen2_moe", "hidden_size": 2048, "intermediate_size": 5632,
@@ -112,6 +113,36 @@ def test_capacity_factor_must_be_positive(factor: float) -> None:
         zoo.config("mixtral-8x7b", capacity_factor=factor)
     with pytest.raises(zoo.ModelConfigError, match=r"capacity factor .* must be > 0"):
         _read(QWEN_A27B, capacity_factor=factor)
+
+
+@pytest.mark.parametrize("factor", [math.inf, -math.inf, math.nan])
+def test_capacity_factor_must_be_finite(factor: float) -> None:
+    with pytest.raises(zoo.ModelConfigError, match=r"capacity factor .* must be > 0 and finite"):
+        zoo.config("mixtral-8x7b", capacity_factor=factor)
+    with pytest.raises(zoo.ModelConfigError, match=r"capacity factor .* must be > 0 and finite"):
+        _read(QWEN_A27B, capacity_factor=factor)
+
+
+@pytest.mark.parametrize("imbalance", [math.inf, math.nan, 0.5])
+def test_expert_imbalance_must_be_finite_and_at_least_one(imbalance: float) -> None:
+    with pytest.raises(zoo.ModelConfigError, match=r"so it is at least 1.0 \(and finite\)"):
+        zoo.config("mixtral-8x7b", expert_imbalance=imbalance)
+    with pytest.raises(zoo.ModelConfigError, match=r"so it is at least 1.0 \(and finite\)"):
+        _read(QWEN_A27B, expert_imbalance=imbalance)
+
+
+@pytest.mark.parametrize("imbalance", [1.0, 1.5])
+def test_expert_imbalance_beside_a_capacity_factor_is_refused(imbalance: float) -> None:
+    """A capacity factor fixes the buffers (the surplus is dropped), so an imbalance given
+    with it would change nothing: refused, not ignored."""
+    both = {"capacity_factor": 1.25, "expert_imbalance": imbalance}
+    with pytest.raises(zoo.ModelConfigError, match=r"already fixes them.*give one of the two"):
+        zoo.config("mixtral-8x7b", **both)
+    with pytest.raises(zoo.ModelConfigError, match=r"already fixes them.*give one of the two"):
+        _read(QWEN_A27B, **both)
+    with pytest.raises(zoo.ModelConfigError, match=r"already fixes them"):
+        MoEConfig(experts=8, top_k=2, expert_ffn=64, capacity_factor=1.25,
+                  imbalance=1.5).validate("m", 1)
 
 
 def test_moe_overrides_are_refused_for_dense_models() -> None:
