@@ -40,10 +40,11 @@ from autoshard.planning.decode import (
 )
 from autoshard.planning.edge_costs import Edge, edge_matrices, next_step_edges
 from autoshard.planning.experts import expert_axes_filter
+from autoshard.planning.hand_floor import HandPlan, best_hand_plan, with_hand_floor
 from autoshard.planning.layers import repeated_blocks
 from autoshard.planning.lean import prefer_less_compute
 from autoshard.planning.memory import build_memory_model
-from autoshard.planning.named import pin_set
+from autoshard.planning.named import pin_set, strategy_pins
 from autoshard.planning.node_costs import NodeTerms, node_terms, op_strategies, structure_key
 from autoshard.planning.output_fix import output_fix
 from autoshard.planning.pin_masks import Restriction
@@ -292,6 +293,7 @@ class _Planner:
         self.ops = graph.topo_ops()
         self.timings: dict[str, float] = {}
         self.forward, self.training = graph, False
+        self.hand_floor: HandPlan | None = None  # the hand plan a cut-short search returned
 
     def run(self) -> Plan:
         with fewer_collections():  # .collector: full collections cost ~5 % of a 3-axis plan
@@ -312,6 +314,7 @@ class _Planner:
             if not self.masks:
                 raise
             raise self.restriction.unreachable(exc.node) from None
+        solution = self._no_slower_than_hand_plans(solution, limit)
         self.timings["solve_s"] = time.perf_counter() - t2
         t3 = time.perf_counter()
         lean = prefer_less_compute(self.problem, solution.choices, self.strategies, nodes)
@@ -321,6 +324,33 @@ class _Planner:
         result = self._decode(solution, nodes, edges, loops, limit)
         self.timings["decode_s"] = time.perf_counter() - t3
         return result
+
+    def _no_slower_than_hand_plans(self, solution: Any, limit: float) -> Any:
+        """A search the time limit cut short answers with the cheapest named hand plan when
+        that is cheaper (:mod:`.hand_floor`); any other answer (proven, or searched to a
+        stated gap, or pinned) as it is."""
+        options = self.options
+        if solution.status is not solver.SolveStatus.TIME_LIMIT or options.time_limit is None \
+                or options.pins is not None or self.pricing.shares:
+            return solution
+        budget = limit - options.reserve
+
+        def fits(choices: Sequence[int]) -> bool:
+            return self.memory.constrained_peak(choices[:len(self.ops)]) <= budget
+
+        hand = best_hand_plan(self.problem, self.hand_restriction, fits, options.time_limit,
+                              options.backend)
+        floored = with_hand_floor(solution, self.problem, hand)
+        if floored is not solution:
+            self.hand_floor = hand
+        return floored
+
+    def hand_restriction(self, name: str) -> Restriction:
+        """What named hand plan ``name``'s pins leave of this plan's options (an
+        :class:`AutoshardError` when the mesh cannot run it)."""
+        return Restriction.build(self.graph, self.mesh, self.ops, self.strategies, self.nodes,
+                                 [*self.edges, *self.loops], self.links, self.hbm_bw,
+                                 strategy_pins(name, self.mesh))
 
     def prepare(self) -> _Planner:
         """Strategies, their prices, the reshard matrices, the memory model, the pins' masks
@@ -551,6 +581,10 @@ class _Planner:
         if solution.restricted:
             notes.append(f"search restricted: {solution.restricted}; the lower bound and gap "
                          f"are those of the unrestricted problem")
+        if self.hand_floor is not None:
+            notes.append(f"the time limit cut the search short at a plan slower than hand plan "
+                         f"{self.hand_floor.name} (--strategy {self.hand_floor.name}), which is "
+                         f"returned; the lower bound and gap are the search's")
         if self.options.gap > solver.OPTIMALITY_GAP:
             notes.append(f"solved to a relative gap of {self.options.gap:g} (--gap), not to "
                          f"proven optimality")
