@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from autoshard.sharding.placements import chunk_sizes
 from autoshard.strategies.ring_attention import ring_backward, ring_forward, ring_groups
 from graphs import get_op
 
@@ -108,14 +109,27 @@ def ring_steps(direction: str, ring_size: int, kv_bytes: float) -> tuple[RingSte
 
 def vocab_offset(coord: Coord, vocab_axes: Sequence[int], axis_sizes: Sequence[int],
                  vocab: int) -> tuple[int, int]:
-    """First vocab row and row count held at ``coord`` when ``vocab_axes`` (major→minor) shard
-    the vocab evenly."""
-    index, count = 0, 1
+    """First vocab row and row count held at ``coord`` when ``vocab_axes`` (mesh order) shard
+    the vocab.
+
+    Why not ``index × vocab // shards``: under ``allow_uneven`` the vocab is split as DTensor
+    splits a Shard dim, each axis ``torch.chunk``-ing the piece the previous axes left
+    (:func:`~autoshard.sharding.placements.chunk_sizes`: ceil-sized, the last short). A device's
+    first row is then the sum of the pieces before it at every level, not a multiple of one
+    piece size (11 rows over x=2, y=2: pieces 3, 3, 3, 2 at rows 0, 3, 6, 9).
+
+    Example:
+        >>> [vocab_offset((i, j), (0, 1), (2, 2), 11) for i in range(2) for j in range(2)]
+        [(0, 3), (3, 3), (6, 3), (9, 2)]
+        >>> [vocab_offset((i,), (0,), (3,), 5) for i in range(3)]
+        [(0, 2), (2, 2), (4, 1)]
+    """
+    start, rows = 0, vocab
     for axis in vocab_axes:
-        index = index * axis_sizes[axis] + coord[axis]
-        count *= axis_sizes[axis]
-    rows = vocab // count
-    return index * rows, rows
+        pieces = chunk_sizes(rows, axis_sizes[axis])
+        start += sum(pieces[:coord[axis]])
+        rows = pieces[coord[axis]]
+    return start, rows
 
 
 def embedding_local(ids: np.ndarray, table: np.ndarray, start: int) -> np.ndarray:

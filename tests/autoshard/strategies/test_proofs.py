@@ -214,22 +214,30 @@ def test_random_shapes_and_meshes(index: int, sizes: dict, mesh_text: str, pick:
 
 
 UNEVEN = {"a": 5, "b": 7, "c": 3, "d": 2, "e": 5}   # no size but d divides by 3 or 4
+UNEVEN_WIDE = {**UNEVEN, "c": 11}
+"""c (the vocab of embedding and cross_entropy) 11: torch.chunk splits it unevenly but with no
+empty piece over 2 or 3 devices and over the 2-D meshes in either axis order (11 → 6, 5 → 3,
+3 and 3, 2 on x=2,y=2; 11 → 4, 4, 3 → 2, 2 | 2, 2 | 2, 1 on x=3,y=2), so the vocab-parallel
+rules are run on pieces whose offsets are not a multiple of one piece size."""
 
 
-@pytest.mark.parametrize("mesh_text", ("x=3", "x=4"))
+@pytest.mark.parametrize("sizes", (UNEVEN, UNEVEN_WIDE), ids=("c3", "c11"))
+@pytest.mark.parametrize("mesh_text", ("x=3", "x=4", "x=2,y=3", "x=3,y=2", "x=2,y=2"))
 @pytest.mark.parametrize("case", CASES, ids=_IDS)
-def test_uneven_strategies_compute_the_unsharded_result(case: Case, mesh_text: str) -> None:
+def test_uneven_strategies_compute_the_unsharded_result(case: Case, mesh_text: str,
+                                                        sizes: dict[str, int]) -> None:
     """``allow_uneven`` strategies (``torch.chunk`` pieces, the last short) are proven like
-    the even ones: ring attention on unequal blocks, and no mean over unequal pieces."""
+    the even ones: ring attention on unequal blocks, vocab-parallel rules on unequal vocab
+    pieces (split by one axis or by two in turn), and no mean over unequal pieces."""
     mesh = Mesh.parse(mesh_text)
     opdef = get_op(case.kind)
-    attrs = {**opdef.optional_attrs, **case.attrs(UNEVEN)}
-    specs = tuple(TensorSpec(shape, dtype) for shape, dtype in case.specs(UNEVEN))
+    attrs = {**opdef.optional_attrs, **case.attrs(sizes)}
+    specs = tuple(TensorSpec(shape, dtype) for shape, dtype in case.specs(sizes))
     try:
         outs = opdef.infer(specs, attrs)
     except GraphError:
         return  # a size the op rejects; not a sharding question
-    arrays = _arrays(case, list(specs), np.random.default_rng(11), attrs, UNEVEN)
+    arrays = _arrays(case, list(specs), np.random.default_rng(11), attrs, sizes)
     want = opdef.reference(arrays, attrs)
     uneven = [s for s in enumerate_strategies(case.kind, specs, outs, attrs, mesh,
                                               allow_uneven=True)
