@@ -23,8 +23,10 @@ def pipeline_options() -> Callable[[Any], Any]:
                          help="Pipeline schedule of a mesh with a pp axis (e.g. "
                               "dp=4,pp=4,tp=4); auto picks the fastest that fits."),
             click.option("--stages", "stages_text", default=None, metavar="N,N,...",
-                         help="Fix the pipeline boundaries: layers per stage (per chunk for "
-                              "--schedule interleaved), summing to the model's layers."),
+                         help="Fix the pipeline boundaries: layers per pp stage, or per "
+                              "chunk (pp x --virtual-stages entries) for the interleaved "
+                              "schedule, summing to the model's layers; with auto, the "
+                              "schedules the list's length fits."),
             click.option("--virtual-stages", type=int, default=2, show_default=True,
                          help="Model chunks per stage of the interleaved schedule."),
         )):

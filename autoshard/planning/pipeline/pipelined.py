@@ -42,7 +42,7 @@ from autoshard.planning.layers import layer_of
 from autoshard.planning.pipeline.layer_costs import LayerCosts, PartCost, layer_costs
 from autoshard.planning.pipeline.record import pipeline_objective, pipeline_record
 from autoshard.planning.pipeline.schedules import parse_schedule
-from autoshard.planning.pipeline.search import Choice, Setting, choose
+from autoshard.planning.pipeline.search import Choice, Setting, choose, fitting_stages
 from autoshard.planning.pipeline.stage_memory import (
     LeanestStage,
     StageShape,
@@ -125,6 +125,9 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
     schedule = None if options.schedule == "auto" else parse_schedule(options.schedule)
     p, inner = split_mesh(mesh)
     layers = _check_layers(forward, p)
+    # --stages checked before any solve; auto with a per-chunk list means interleaved
+    schedule = fitting_stages(schedule, options.stages, layers, p, options.virtual,
+                              micro_batches)
     topo = resolve_topology(topology)
     limit = float(topo.device.hbm_bytes) if memory_limit is None else float(memory_limit)
     per_stage = math.ceil(layers / p)

@@ -1,12 +1,13 @@
 """Choose a schedule and stage boundaries for per-layer costs, by simulated step time.
 
-For each candidate schedule (one, or all with ``auto``) the stage cut comes from
-:func:`.partition.balanced_cut` (or the user's ``--stages``), is refined on the simulated
-step, and is kept if every stage fits its memory: parameters, gradients and optimizer state of
-its layers, the activations of the micro-batch chunks its schedule keeps in flight
-(:func:`.simulate.in_flight`; for ZB-H1, whose deferred Ws keep their inputs after B, the
-peak over the simulated timeline, :func:`.simulate.held_bytes`), and the transient working
-set the intra-stage plan measured.
+For each candidate schedule (one, or with ``auto`` every one the micro-batches, the layers
+and a ``--stages`` list fit: one count per pp stage for GPipe, 1F1B and ZB-H1, per chunk for
+the interleaved one) the stage cut comes from :func:`.partition.balanced_cut` (or the
+user's ``--stages``), is refined on the simulated step, and is kept if every stage fits its
+memory: parameters, gradients and optimizer state of its layers, the activations of the
+micro-batch chunks its schedule keeps in flight (:func:`.simulate.in_flight`; for ZB-H1,
+whose deferred Ws keep their inputs after B, the peak over the simulated timeline,
+:func:`.simulate.held_bytes`), and the transient working set the intra-stage plan measured.
 The fastest that fits wins; ties go to the schedule listed first (the simpler one).
 """
 
@@ -56,8 +57,9 @@ class Choice:
 
 def candidates(schedule: Schedule | None, setting: Setting, layers: int) -> list[Schedule]:
     """``schedule`` alone (checked), or with ``auto`` (None) every schedule the micro-batch
-    and layer counts allow."""
+    and layer counts allow and the ``--stages`` list, if any, fits (:func:`fitting_stages`)."""
     p, m = setting.stages, setting.micro_batches
+    schedule = fitting_stages(schedule, setting.layers, layers, p, setting.virtual, m)
     if schedule is not None:
         check_micro_batches(schedule, p, m)
         if schedule is Schedule.INTERLEAVED and layers < p * setting.virtual:
@@ -70,7 +72,84 @@ def candidates(schedule: Schedule | None, setting: Setting, layers: int) -> list
         out += [Schedule.ONE_F_ONE_B, Schedule.ZB_H1]
         if m % p == 0 and layers >= p * setting.virtual:
             out.append(Schedule.INTERLEAVED)
-    return out
+    if setting.layers is None:
+        return out
+    return [s for s in out if _fits(s, len(setting.layers), p, setting.virtual)]
+
+
+def fitting_stages(schedule: Schedule | None, counts: Sequence[int] | None, layers: int,
+                   stages: int, virtual: int, micro_batches: int) -> Schedule | None:
+    """The schedule to run a ``--stages`` list under: ``schedule`` when given, the
+    interleaved one when ``auto`` (None) and only it fits the list, else None (``auto``:
+    :func:`candidates` keeps the schedules that fit).
+
+    The list is one layer count per chunk, so its length says which schedules it can mean:
+    one entry per pp stage fits GPipe, 1F1B and ZB-H1, pp × ``--virtual-stages`` the
+    interleaved schedule. Checked here, before any solve, so that a list no schedule can
+    run is one clear error rather than a refusal from whichever candidate the search tries
+    first (raises :class:`PipelineError`)."""
+    if counts is None:
+        return schedule
+    _check_counts(counts, layers, stages)
+    fits = [s for s in Schedule if _fits(s, len(counts), stages, virtual)]
+    if schedule is not None:
+        if schedule not in fits:
+            raise _misfit(counts, stages, virtual, schedule)
+        return schedule
+    if not fits:
+        raise _misfit(counts, stages, virtual, None)
+    if fits != [Schedule.INTERLEAVED]:
+        return None
+    if micro_batches < stages or micro_batches % stages:  # check_micro_batches' rule
+        raise PipelineError(f"{_entries(counts)}, one per chunk of the interleaved schedule "
+                            f"(pp × --virtual-stages), which needs the micro-batches "
+                            f"({micro_batches}) to be a multiple of the pipeline stages "
+                            f"({stages}); change --global-batch or --micro-batch, or give "
+                            f"{stages} entries (one per pp stage) for the other schedules",
+                            stages=stages, micro_batches=micro_batches,
+                            schedule=Schedule.INTERLEAVED.value)
+    return Schedule.INTERLEAVED
+
+
+def _fits(schedule: Schedule, entries: int, stages: int, virtual: int) -> bool:
+    """Whether ``entries`` layer counts are one per chunk of ``schedule``."""
+    return entries == stages * (virtual if schedule is Schedule.INTERLEAVED else 1)
+
+
+def _or(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _entries(counts: Sequence[int]) -> str:
+    return f"--stages {','.join(map(str, counts))} has {len(counts)} entries"
+
+
+def _check_counts(counts: Sequence[int], layers: int, stages: int) -> None:
+    """Counts that no schedule can run: a chunk without layers, or not the model's layers."""
+    text = ",".join(map(str, counts))
+    if min(counts) < 1:
+        raise PipelineError(f"--stages {text}: every stage (or chunk) needs at least one "
+                            f"layer", stages=stages)
+    if sum(counts) != layers:
+        raise PipelineError(f"--stages {text} sums to {sum(counts)} layers, the model has "
+                            f"{layers}", stages=stages)
+
+
+def _misfit(counts: Sequence[int], stages: int, virtual: int,
+            schedule: Schedule | None) -> PipelineError:
+    """The lengths that fit: every schedule's (``auto``), or the given schedule's and which
+    schedules the list would fit instead."""
+    per_stage = f"{stages} (one per pp stage)"
+    per_chunk = (f"{stages * virtual} (pp × --virtual-stages, one per chunk of the "
+                 f"interleaved schedule)")
+    if schedule is None:
+        lengths = per_stage if virtual == 1 else f"{per_stage} or {per_chunk}"
+        return PipelineError(f"{_entries(counts)}: give {lengths}", stages=stages)
+    want = per_chunk if schedule is Schedule.INTERLEAVED else per_stage
+    others = [s.value for s in Schedule if _fits(s, len(counts), stages, virtual)]
+    instead = f"; {len(counts)} entries fit --schedule {_or(others)}, or auto" if others else ""
+    return PipelineError(f"{_entries(counts)} but the {schedule.value} schedule needs "
+                         f"{want}{instead}", stages=stages, schedule=schedule.value)
 
 
 def choose(costs: LayerCosts, setting: Setting, schedule: Schedule | None) -> Choice:
@@ -143,14 +222,10 @@ def _timeline(schedule: Schedule, cut: Cut, setting: Setting, v: int) -> Timelin
 
 
 def _given_cut(costs: LayerCosts, setting: Setting, v: int, schedule: Schedule) -> Cut:
+    """The user's ``--stages`` cut (already checked against ``schedule`` by
+    :func:`candidates`, which only yields the schedules the list fits)."""
     layers = setting.layers or ()
-    want = setting.stages * v
-    if len(layers) != want or sum(layers) != len(costs.layers) or min(layers) < 1:
-        what = f"{want} chunks ({v} per stage)" if v > 1 else f"{want} stages"
-        raise PipelineError(f"--stages {','.join(map(str, layers))} must give the layers of "
-                            f"each of the {what} of the {schedule.value} schedule, at least one "
-                            f"each, summing to the model's {len(costs.layers)} layers",
-                            stages=setting.stages, schedule=schedule.value)
+    assert len(layers) == setting.stages * v, (layers, schedule)
     return make_cut(costs, layers)
 
 

@@ -40,6 +40,60 @@ def test_pipeline_bad_input_is_one_line(args, needle) -> None:
     assert "Traceback" not in result.output
 
 
+TINY = ("--model", "llama3-8b", "--layers", "4", "--seq", "128", "--hidden", "256", "--ffn",
+        "512", "--heads", "8", "--training", "--mesh", "dp=2,pp=2,tp=2", "--global-batch", "32",
+        "--micro-batch", "2", "--time-limit", "60")
+NOT_INTERLEAVED = {"gpipe", "1f1b", "zb-h1"}
+
+
+@pytest.mark.parametrize(("stages", "schedules", "layers"), [
+    ("1,3", NOT_INTERLEAVED, [[[0, 1]], [[1, 4]]]),
+    ("2,2", NOT_INTERLEAVED, [[[0, 2]], [[2, 4]]]),
+    ("1,1,1,1", {"interleaved"}, [[[0, 1], [2, 3]], [[1, 2], [3, 4]]]),
+])
+def test_auto_runs_the_schedules_the_stage_list_fits(tmp_path, stages, schedules,
+                                                     layers) -> None:
+    """One entry per pp stage means a non-interleaved schedule, pp × --virtual-stages the
+    interleaved one; auto plans with the split as given instead of refusing the list."""
+    result = run("plan", *TINY, "--stages", stages, "--out", str(tmp_path), "-q")
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "plan.json").read_text())["pipeline"]
+    assert record["schedule"] in schedules
+    assert [row["layers"] for row in record["stage"]] == layers
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--stages", "1,2,1"), "--stages 1,2,1 has 3 entries: give 2 (one per pp stage) or 4 "
+                            "(pp × --virtual-stages, one per chunk of the interleaved "
+                            "schedule)"),
+    (("--stages", "1,2,1", "--virtual-stages", "1"),
+     "--stages 1,2,1 has 3 entries: give 2 (one per pp stage)\n"),
+    (("--stages", "1,1,1,1", "--schedule", "gpipe"),
+     "--stages 1,1,1,1 has 4 entries but the gpipe schedule needs 2 (one per pp stage); 4 "
+     "entries fit --schedule interleaved, or auto"),
+    (("--stages", "1,3", "--schedule", "interleaved"),
+     "--stages 1,3 has 2 entries but the interleaved schedule needs 4 (pp × --virtual-stages, "
+     "one per chunk of the interleaved schedule); 2 entries fit --schedule gpipe, 1f1b or "
+     "zb-h1, or auto"),
+    (("--stages", "1,2,1", "--schedule", "1f1b"),
+     "--stages 1,2,1 has 3 entries but the 1f1b schedule needs 2 (one per pp stage)\n"),
+    (("--stages", "2,3"), "--stages 2,3 sums to 5 layers, the model has 4"),
+    (("--stages", "0,4"), "--stages 0,4: every stage (or chunk) needs at least one layer"),
+    (("--stages", "1,1,1,1", "--global-batch", "12"),
+     "--stages 1,1,1,1 has 4 entries, one per chunk of the interleaved schedule (pp × "
+     "--virtual-stages), which needs the micro-batches (3) to be a multiple of the pipeline "
+     "stages (2)"),
+])
+def test_a_stage_list_no_schedule_runs_is_one_line(args, needle) -> None:
+    """A list the schedule (or, with auto, every schedule) cannot run is one error naming the
+    lengths that fit, not a refusal from whichever candidate auto tried first."""
+    result = run("plan", *TINY, *args)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("autoshard: error: ")
+    assert result.output.count("\n") == 1
+    assert needle in result.output
+
+
 def test_pp_without_training_is_refused() -> None:
     result = run("plan", "--model", "gpt2", "--layers", "2", "--mesh", "pp=2")
     assert result.exit_code == 2

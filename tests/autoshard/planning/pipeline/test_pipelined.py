@@ -79,7 +79,7 @@ def test_plan_json_round_trip_keeps_the_pipeline() -> None:
     ("pp=16", 16, "gpipe", None, "pp=16 stages but the model has 8 layers"),
     ("pp=4,tp=2", 2, "1f1b", None, "at least as many micro-batches"),
     ("pp=4,tp=2", 6, "interleaved", None, "multiple of the pipeline stages"),
-    ("pp=2,tp=2", 4, "1f1b", (3, 4), "summing to the model's 8 layers"),
+    ("pp=2,tp=2", 4, "1f1b", (3, 4), "sums to 7 layers, the model has 8"),
     ("pp=2,tp=2", 4, "fifo", None, "unknown schedule"),
 ])
 def test_bad_input_is_one_pipeline_error(mesh, m, schedule, stages, needle) -> None:
