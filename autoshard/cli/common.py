@@ -211,5 +211,9 @@ def parse_links(specs: tuple[str, ...]) -> dict[str, str]:
         axis, sep, value = spec.partition("=")
         if not sep or not axis or not value:
             raise UsageError(f'--link "{spec}" must look like AXIS=SPEC, e.g. tp=nvlink')
-        links[axis.strip()] = value.strip()
+        axis = axis.strip()
+        if axis in links:  # the last would silently win: say which two disagree
+            raise UsageError(f'--link gives axis "{axis}" twice ("{links[axis]}" and '
+                             f'"{value.strip()}"); give each axis one link')
+        links[axis] = value.strip()
     return links

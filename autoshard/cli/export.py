@@ -16,8 +16,14 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import friendly_errors, parse_links, plan_step_options, shape_options
-from autoshard.errors import OutputExistsError, UsageError
+from autoshard.cli.common import (
+    check_output_file,
+    friendly_errors,
+    parse_links,
+    plan_step_options,
+    shape_options,
+)
+from autoshard.errors import UsageError
 from autoshard.export.lowering import lower_plan_reshards
 from autoshard.export.pipeline_view import stage_overrides, stage_plan, with_pipeline
 from autoshard.export.plan_export import PlanFormat, export_plan
@@ -36,7 +42,7 @@ SHAPE_OPTIONS = SHAPE_OVERRIDES
               help="hlo (V2 iota), hlo-v1 (device list), shardy, json (all of them), or "
                    "dtensor / jax (a runnable script).")
 @click.option("--out", "out_file", type=click.Path(path_type=Path), default=None,
-              help="Write to this file instead of stdout.")
+              help="Write to this file instead of stdout (\"-\": stdout).")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @click.option("--model", default=None,
               help="Check the plan against this zoo model, Hugging Face config.json or graph "
@@ -56,7 +62,7 @@ def export_command(**options: Any) -> None:
 def _export(**options: Any) -> None:
     text = export_text(**options)
     out_file = options["out_file"]
-    if out_file is None:
+    if out_file is None or _is_stdout(out_file):
         click.echo(text, nl=False)
         return
     out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -69,8 +75,8 @@ def export_text(*, plan_path: Path, fmt: str, out_file: Path | None, force: bool
                 training: bool | None, optimizer: str | None, recompute: str | None,
                 **shape: Any) -> str:
     """Everything `export_command` does except writing; returns the exported text."""
-    if out_file is not None:
-        check_out_file(out_file, force)
+    if out_file is not None and not _is_stdout(out_file):
+        check_output_file(out_file, force, "--out", taken=(plan_path,))
     whole = Plan.load(plan_path)
     overrides: dict[str, Any] = dict(parse_links(link_specs))
     plan = stage_plan(whole) or whole
@@ -87,18 +93,9 @@ def export_text(*, plan_path: Path, fmt: str, out_file: Path | None, force: bool
     return text if plan is whole else with_pipeline(text, whole, fmt)
 
 
-def check_out_file(out_file: Path, force: bool) -> None:
-    """``--out FILE`` can be written: not a directory, no file where a parent directory goes,
-    and not an existing file without ``--force``."""
-    if out_file.is_dir():
-        raise UsageError(f'--out "{out_file}" is a directory; pass a file name')
-    for path in out_file.parents:
-        if path.exists():
-            if not path.is_dir():
-                raise UsageError(f'--out "{out_file}": "{path}" is a file, not a directory')
-            break
-    if out_file.exists() and not force:
-        raise OutputExistsError(str(out_file.parent), (out_file.name,))
+def _is_stdout(out_file: Path) -> bool:
+    """``--out -``: the usual spelling of standard output, not a file named "-"."""
+    return str(out_file) == "-"
 
 
 def _check_model(plan: Any, mesh: Any, topo: Any, links: Any, model: str | None,

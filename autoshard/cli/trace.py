@@ -38,5 +38,12 @@ def trace_line(path: Path, timeline: Timeline) -> str:
     m = meta.get("micro_batches", 1)
     tracks = ", ".join(t.thread for t in timeline.tracks)
     return (f"wrote      {path}  (step {format_seconds(timeline.end_s)}, {m} "
-            f"micro-batch{'es' if m != 1 else ''}, overlap {meta.get('overlap')}; "
+            f"micro-batch{'es' if m != 1 else ''}{_overlap_text(meta)}; "
             f"{len(timeline.slices)} slices on {tracks})")
+
+
+def _overlap_text(meta: dict) -> str:
+    """``, overlap op`` (the step's overlap model), or nothing for a pipelined plan, whose
+    timeline is the schedule's and has no such setting."""
+    overlap = meta.get("overlap")
+    return "" if overlap is None else f", overlap {overlap}"

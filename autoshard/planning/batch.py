@@ -54,10 +54,12 @@ def batch_plan(mesh: Mesh, *, batch: int | None = None, global_batch: int | None
         >>> batch_plan(Mesh.parse("dp=4,tp=4"), global_batch=256, micro_batch=2)
         BatchPlan(graph_batch=8, micro_batches=32)
     """
-    for name, value in (("--global-batch", global_batch), ("--micro-batch", micro_batch),
-                        ("--grad-accum", grad_accum), ("--batch", batch)):
+    for name, value, unit in (("--global-batch", global_batch, "samples"),
+                              ("--micro-batch", micro_batch, "samples"),
+                              ("--grad-accum", grad_accum, "micro-batches"),
+                              ("--batch", batch, "samples")):
         if value is not None and value < 1:
-            raise UsageError(f"{name} must be a positive number of samples, got {value}")
+            raise UsageError(f"{name} must be a positive number of {unit}, got {value}")
     if global_batch is None:
         if micro_batch is not None:
             raise UsageError("--micro-batch needs --global-batch (the samples of one step)")

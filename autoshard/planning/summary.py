@@ -152,7 +152,8 @@ def _pipeline_lines(pipeline: Any) -> list[str]:
     v = pipeline["chunks_per_stage"]
     chunks = f" x {v} chunks" if v > 1 else ""
     lines = [f"pipeline   {pipeline['schedule']} ({pipeline['torch_schedule']}), "
-             f"{pipeline['stages']} stages{chunks}, {pipeline['micro_batches']} micro-batches, "
+             f"{pipeline['stages']} stages{chunks}, {pipeline['micro_batches']} "
+             f"micro-batch{'es' if pipeline['micro_batches'] != 1 else ''}, "
              f"bubble {pipeline['bubble_fraction']:.1%}, p2p "
              f"{format_seconds(pipeline['p2p_send_s'])} per transfer{_boundary(pipeline)}",
              "  " + "  ".join(f"{k}={v}" for k, v in pipeline.get("pp_link", {}).items()),

@@ -20,6 +20,9 @@ from functools import cached_property
 from autoshard.errors import MeshError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# a parsed mesh's device count at most: 2^20, ten times the largest GPU clusters announced;
+# beyond it a typo (an extra digit) would only spend minutes before failing somewhere else
+MAX_DEVICES = 2**20
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,15 @@ class Mesh:
         axes: list[tuple[str, int]] = []
         for part in (p.strip() for p in text.split(",")):
             name, sep, size = part.partition("=")
-            if not sep or not size.strip().isdigit():
+            size = size.strip()
+            if not sep or not (size.isascii() and size.isdigit()):  # "٢".isdigit() is True
                 raise MeshError(f'mesh part "{part}" must look like NAME=SIZE, e.g. '
                                 '"dp=2,tp=4"', axis=name.strip() or None)
             axes.append((name.strip(), int(size)))
+        devices = math.prod(size for _, size in axes)
+        if devices > MAX_DEVICES:
+            raise MeshError(f'mesh "{text}" has {devices:,} devices; plan meshes of at most '
+                            f"{MAX_DEVICES:,}")
         return Mesh(axes=tuple(axes))
 
     @staticmethod

@@ -99,3 +99,36 @@ def test_the_jax_script_says_how_many_devices_it_needs(plan_dir, tmp_path) -> No
     assert done.returncode != 0
     assert "XLA_FLAGS=--xla_force_host_platform_device_count=2" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_export_out_dash_is_stdout(plan_dir, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run("export", str(plan_dir / "plan.json"), "--format", "json", "--out", "-")
+    assert result.exit_code == 0, result.output
+    assert result.output == run("export", str(plan_dir / "plan.json"), "--format",
+                                "json").output
+    assert not (tmp_path / "-").exists()
+
+
+def test_export_never_writes_over_its_plan(plan_dir) -> None:
+    plan = plan_dir / "plan.json"
+    before = plan.read_bytes()
+    line = one_error_line(run("export", str(plan), "--format", "hlo", "--out", str(plan),
+                              "--force"))
+    assert "--out" in line and plan.read_bytes() == before
+
+
+@pytest.mark.parametrize(("mesh", "needle"), [
+    ("dp=\u0662", "must look like NAME=SIZE"),          # an Arabic-Indic two
+    ("dp=99999999999999999999", "devices; plan meshes of at most 1,048,576"),
+])
+def test_a_mesh_size_that_is_no_size(mesh, needle) -> None:
+    mesh = mesh.encode().decode("unicode_escape")
+    line = one_error_line(run("plan", "--mesh", mesh))
+    assert needle in line
+
+
+def test_a_link_given_twice_for_one_axis(small_model) -> None:
+    line = one_error_line(run("plan", "--model", small_model, "--mesh", "dp=2", "--link",
+                              "dp=nvlink", "--link", "dp=ib"))
+    assert 'axis "dp" twice' in line
