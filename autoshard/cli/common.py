@@ -24,6 +24,7 @@ from autoshard.errors import (
     UsageError,
     VerificationFailedError,
 )
+from autoshard.output_paths import file_in_the_way
 from costmodel import CostModelError
 from graphs import GraphError
 from graphs.importers.unmapped import UnmappedOpsWarning
@@ -83,11 +84,9 @@ def check_output_file(path: Path | None, force: bool, option: str,
         return
     if path.is_dir():
         raise UsageError(f'{option} "{path}" is a directory; pass a file name')
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f'{option} "{path}": "{parent}" is a file, not a directory')
-            break
+    blocking = file_in_the_way(path.parent)
+    if blocking is not None:
+        raise UsageError(f'{option} "{path}": "{blocking}" is a file, not a directory')
     resolved = path.resolve()
     clash = next((other for other in taken if other.resolve() == resolved), None)
     if clash is not None:

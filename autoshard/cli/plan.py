@@ -25,6 +25,7 @@ from autoshard.cli.pipeline_options import (
     stage_builder,
 )
 from autoshard.errors import OutputExistsError, UsageError, VerificationFailedError
+from autoshard.output_paths import file_in_the_way
 from autoshard.planning.batch import batch_plan
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.pipeline.pipelined import has_pipeline, plan_pipeline, split_mesh
@@ -46,12 +47,10 @@ def check_out_dir(out_dir: Path | None, force: bool) -> None:
     directory, or existing outputs without ``--force``."""
     if out_dir is None:
         return
-    for path in (out_dir, *out_dir.parents):
-        if path.exists():
-            if not path.is_dir():
-                raise UsageError(f'--out "{out_dir}": "{path}" is a file, not a directory; '
-                                 "pass a directory for plan.json, costs.csv and reshards.csv")
-            break
+    blocking = file_in_the_way(out_dir)
+    if blocking is not None:
+        raise UsageError(f'--out "{out_dir}": "{blocking}" is a file, not a directory; '
+                         "pass a directory for plan.json, costs.csv and reshards.csv")
     taken = [name for name in OUTPUT_FILES if (out_dir / name).is_dir()]
     if taken:
         raise UsageError(f'--out "{out_dir}": {", ".join(taken)} is a directory there; '

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from autoshard.errors import OutputExistsError, UsageError
+from autoshard.output_paths import file_in_the_way
 from autoshard.planning.planner import check_gap, check_time_limit
 from autoshard.provenance import machine_line
 from autoshard.sweep.points import DEFAULT_LINKS, Point, SweepSpec, enumerate_points
@@ -165,12 +166,10 @@ def _check_resume_force(*, resume: bool, force: bool) -> None:
 def _check_out_dir(out_dir: Path) -> None:
     """Refuse, before any planning, an ``out_dir`` that is a file or lies under one, or whose
     ``sweep.csv`` is a directory: otherwise the sweep would fail only when writing."""
-    for path in (out_dir, *out_dir.parents):
-        if path.exists():
-            if not path.is_dir():
-                raise UsageError(f'--out "{out_dir}": "{path}" is a file, not a directory; '
-                                 "pass a directory for sweep.csv, the plots and summary.md")
-            break
+    blocking = file_in_the_way(out_dir)
+    if blocking is not None:
+        raise UsageError(f'--out "{out_dir}": "{blocking}" is a file, not a directory; '
+                         "pass a directory for sweep.csv, the plots and summary.md")
     if (out_dir / CSV_NAME).is_dir():
         raise UsageError(f'--out "{out_dir}": {CSV_NAME} is a directory there; pass another '
                          "--out")

@@ -205,12 +205,16 @@ def test_random_shapes_and_meshes(index: int, sizes: dict, mesh_text: str, pick:
     for k in range(3):
         strategy = strategies[(pick + 7919 * k) % len(strategies)]
         got = _run(case.kind, opdef, attrs, specs, outs, arrays, strategy, mesh)
-        for j, (g, w) in enumerate(zip(got, want, strict=True)):
-            tol = 1e-6 if outs[j].dtype is DType.F64 else 2e-5
-            np.testing.assert_allclose(g, np.asarray(w, dtype=np.float64), rtol=tol,
-                                       atol=tol * 1e-3,
-                                       err_msg=f"{case.kind} {sizes} on {mesh_text}: "
-                                               f"{strategy.label}, output {j}")
+        _assert_unsharded(got, want, outs, f"{case.kind} {sizes} on {mesh_text}: "
+                                           f"{strategy.label}")
+
+
+def _assert_unsharded(got, want, outs, where: str) -> None:
+    """Each sharded output equals the unsharded reference (f64 to 1e-6, else 2e-5)."""
+    for j, (g, w) in enumerate(zip(got, want, strict=True)):
+        tol = 1e-6 if outs[j].dtype is DType.F64 else 2e-5
+        np.testing.assert_allclose(g, np.asarray(w, dtype=np.float64), rtol=tol,
+                                   atol=tol * 1e-3, err_msg=f"{where}, output {j}")
 
 
 UNEVEN = {"a": 5, "b": 7, "c": 3, "d": 2, "e": 5}   # no size but d divides by 3 or 4
@@ -246,9 +250,4 @@ def test_uneven_strategies_compute_the_unsharded_result(case: Case, mesh_text: s
                                             strict=True))]
     for strategy in uneven:
         got = _run(case.kind, opdef, attrs, specs, outs, arrays, strategy, mesh)
-        for j, (g, w) in enumerate(zip(got, want, strict=True)):
-            tol = 1e-6 if outs[j].dtype is DType.F64 else 2e-5
-            np.testing.assert_allclose(g, np.asarray(w, dtype=np.float64), rtol=tol,
-                                       atol=tol * 1e-3,
-                                       err_msg=f"{case.kind} on {mesh_text}: "
-                                               f"{strategy.label}, output {j}")
+        _assert_unsharded(got, want, outs, f"{case.kind} on {mesh_text}: {strategy.label}")
