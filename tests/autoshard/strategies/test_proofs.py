@@ -191,13 +191,10 @@ def test_random_shapes_and_meshes(index: int, sizes: dict, mesh_text: str, pick:
     """The same proof over random factor sizes (divisible or not) and meshes, on a few
     strategies per example chosen by hypothesis."""
     case, mesh = CASES[index], Mesh.parse(mesh_text)
-    opdef = get_op(case.kind)
-    attrs = {**opdef.optional_attrs, **case.attrs(sizes)}
-    specs = tuple(TensorSpec(shape, dtype) for shape, dtype in case.specs(sizes))
-    try:
-        outs = opdef.infer(specs, attrs)
-    except GraphError:
+    typed = _typed(case, sizes)
+    if typed is None:
         return  # a size the op rejects (e.g. an empty slice); not a sharding question
+    opdef, attrs, specs, outs = typed
     arrays = _arrays(case, list(specs), np.random.default_rng(pick), attrs, sizes)
     want = opdef.reference(arrays, attrs)
     strategies = enumerate_strategies(case.kind, specs, outs, attrs, mesh,
@@ -207,6 +204,18 @@ def test_random_shapes_and_meshes(index: int, sizes: dict, mesh_text: str, pick:
         got = _run(case.kind, opdef, attrs, specs, outs, arrays, strategy, mesh)
         _assert_unsharded(got, want, outs, f"{case.kind} {sizes} on {mesh_text}: "
                                            f"{strategy.label}")
+
+
+def _typed(case: Case, sizes: dict[str, int]):
+    """The op, its attrs, input specs and inferred outputs at ``sizes``; ``None`` when the op
+    rejects those sizes."""
+    opdef = get_op(case.kind)
+    attrs = {**opdef.optional_attrs, **case.attrs(sizes)}
+    specs = tuple(TensorSpec(shape, dtype) for shape, dtype in case.specs(sizes))
+    try:
+        return opdef, attrs, specs, opdef.infer(specs, attrs)
+    except GraphError:
+        return None
 
 
 def _assert_unsharded(got, want, outs, where: str) -> None:
@@ -234,13 +243,10 @@ def test_uneven_strategies_compute_the_unsharded_result(case: Case, mesh_text: s
     the even ones: ring attention on unequal blocks, vocab-parallel rules on unequal vocab
     pieces (split by one axis or by two in turn), and no mean over unequal pieces."""
     mesh = Mesh.parse(mesh_text)
-    opdef = get_op(case.kind)
-    attrs = {**opdef.optional_attrs, **case.attrs(sizes)}
-    specs = tuple(TensorSpec(shape, dtype) for shape, dtype in case.specs(sizes))
-    try:
-        outs = opdef.infer(specs, attrs)
-    except GraphError:
+    typed = _typed(case, sizes)
+    if typed is None:
         return  # a size the op rejects; not a sharding question
+    opdef, attrs, specs, outs = typed
     arrays = _arrays(case, list(specs), np.random.default_rng(11), attrs, sizes)
     want = opdef.reference(arrays, attrs)
     uneven = [s for s in enumerate_strategies(case.kind, specs, outs, attrs, mesh,
