@@ -4,11 +4,12 @@ A proven-optimal search is never slower than a named hand plan (``--strategy``):
 same problem with options removed. A search stopped by ``--time-limit`` has no such guarantee,
 and on hard meshes its plan can be far off: llama3-8b (2 layers, seq 1,024) on
 ``dp=2,fsdp=4,tp=4`` stopped after 60 s at 35.1 ms and a 63 % gap, where ``--strategy
-megatron`` is 20.3 ms, proven in 0.1 s. So when the search ends without a proof, the hand
+megatron`` is 20.3 ms, proven in 0.1 s. So when the time limit ends the search, the hand
 plans the mesh can run are solved too (their problems are small: most options pinned away),
-each under a share of the time limit, and the cheapest of them replaces the search's plan
-when it is cheaper on the search's own problem. The bound stays the search's: it bounds every
-plan.
+in a tenth of the limit beyond it (``HAND_SHARE``, split evenly), and the cheapest of them
+replaces the search's plan when it is cheaper on the search's own problem. The bound stays
+the search's: it bounds every plan. A search that ends by itself short of a proof (searched to
+a stated gap) is left as it is: its gap already says how far any plan could beat it.
 
 Only plans that fit the memory limit are offered, and only hand plans whose pinned problem
 solves without memory rows to a plan that fits: a hand plan that needs the rows is left out
