@@ -131,7 +131,7 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
             click.echo(f"autoshard: warning: the solver stopped {where} "
                        f"({result.objective.status}); the plan is the best found, not proven "
                        "optimal; raise --time-limit to close the gap", err=True)
-    if not quiet:
+    if as_json or not quiet:  # --json's summary is what was asked for, --quiet or not
         click.echo(_json_summary(result, written) if as_json else summary_text(result, written))
         sys.stdout.flush()
     record = result.verification
@@ -192,7 +192,8 @@ def _json_summary(result: Plan, written: list[str]) -> str:
                    "the unsharded model; the verdict goes into plan.json; exit 1 on a mismatch.")
 @pin_options()
 @pipeline_options()
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Print nothing on success but what --json asks for.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @friendly_errors
 def plan_command(print_pins: bool, **options: Any) -> None:

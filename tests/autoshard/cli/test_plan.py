@@ -30,8 +30,9 @@ def test_plan_writes_the_three_files_and_refuses_to_overwrite(tmp_path, small_mo
     assert forced.exit_code == 0 and forced.output == ""
 
 
-def test_json_summary_is_machine_readable(small_model) -> None:
-    result = run("plan", "--model", small_model, "--mesh", "tp=2", "--json")
+@pytest.mark.parametrize("quiet", [(), ("-q",)], ids=["", "quiet"])
+def test_json_summary_is_machine_readable(small_model, quiet) -> None:
+    result = run("plan", "--model", small_model, "--mesh", "tp=2", "--json", *quiet)
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["objective"]["total_s"] > 0
