@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costmodel.compute import kernel_seconds, peak_flops
+from costmodel.compute import KNOWN_DTYPES, kernel_seconds, peak_flops
 from costmodel.errors import CalibrationError
 from costmodel.kernel_params import KernelParams
 from costmodel.link import DeviceSpec
@@ -79,6 +79,8 @@ def _bytes(row: MatmulRow, itemsize: int) -> float:
     return float(g.batch * (g.m * g.k + g.k * g.n + g.m * g.n) * itemsize)
 
 
+# a measured rate may exceed the vendor's peak by this much (boost clocks, timer rounding)
+PEAK_SLACK = 0.05
 _ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1, "int8": 1}
 
 
@@ -145,11 +147,29 @@ def calibrate_gemm(base: DeviceSpec, tables: Sequence[MatmulTable]) -> GemmCalib
     entries = _entries(tables)
     params = _require_kernels(base)
     for name, row in entries:
-        try:
-            peak_flops(row.dtype, base)
-        except ValueError as exc:
-            raise CalibrationError(f"{name}: {exc}", table=name) from None
+        _check_row(name, row, base)
     return _fit_tile(base, tables, entries, params.gemm_tile)
+
+
+def _check_row(name: str, row: MatmulRow, base: DeviceSpec) -> None:
+    """A row no kernel on ``base`` can have measured: a dtype with no name we know (its peak
+    would be a silent fallback to f32's), or a rate above the device's peak for the dtype
+    (wrong units, or the wrong --base): refused rather than fitted into the TOML."""
+    if row.dtype not in KNOWN_DTYPES:
+        raise CalibrationError(f"{name}: dtype {row.dtype!r} is not one of "
+                               f"{', '.join(KNOWN_DTYPES)}", table=name)
+    try:
+        peak = peak_flops(row.dtype, base)
+    except ValueError as exc:
+        raise CalibrationError(f"{name}: {exc}", table=name) from None
+    rate = float(row.gemm.flops) / row.seconds
+    if rate > peak * (1 + PEAK_SLACK):
+        g = row.gemm
+        raise CalibrationError(
+            f"{name}: the {g.m}x{g.n}x{g.k} {row.dtype} row measures {rate / 1e12:,.0f} "
+            f"TFLOP/s, above {base.name}'s {row.dtype} peak of {peak / 1e12:,.0f}; check the "
+            "units (seconds, us or TFLOP/s as the header says) or pass the measured device "
+            "as --base", table=name)
 
 
 def _fit_tile(base: DeviceSpec, tables: Sequence[MatmulTable],

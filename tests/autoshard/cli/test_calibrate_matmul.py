@@ -93,12 +93,18 @@ def test_collectives_and_matmuls_fit_into_one_file(tmp_path: Path) -> None:
     (["--matmul", "BAD"], "bad.csv, line 2: batch, m, n and k must be positive integers"),
     (["--matmul", XLA, "--base", "tpu-v5e"], "no kernel-model parameters"),
     ([], "and/or matmul tables"),
-], ids=["missing", "bad-row", "flat-base", "no-tables"])
+    # H100 SXM's dense bf16 peak is 989 TFLOP/s (NVIDIA H100 datasheet)
+    (["--matmul", "FAST"], "measures 5,000 TFLOP/s, above H100-SXM5-80GB's bf16 peak of 989"),
+    (["--matmul", "INT4"], "dtype 'int4' is not one of"),
+], ids=["missing", "bad-row", "flat-base", "no-tables", "above-peak", "unknown-dtype"])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args, culprit) -> None:
-    bad = tmp_path / "bad.csv"
-    bad.write_text("m,n,k,dtype,tflops\n0,1,1,bf16,1\n")
-    args = [str(bad) if a == "BAD" else str(tmp_path / a) if a == "missing.csv" else a
-            for a in args]
+    tables = {"BAD": "m,n,k,dtype,tflops\n0,1,1,bf16,1\n",
+              "FAST": "m,n,k,dtype,tflops\n8192,8192,8192,bf16,5000\n",
+              "INT4": "m,n,k,dtype,tflops\n8192,8192,8192,int4,400\n"}
+    for name, text in tables.items():
+        (tmp_path / f"{name.lower()}.csv").write_text(text)
+    args = [str(tmp_path / f"{a.lower()}.csv") if a in tables
+            else str(tmp_path / a) if a == "missing.csv" else a for a in args]
     result = _run(*args, "--out", str(tmp_path / "out" / "x.toml"))
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
