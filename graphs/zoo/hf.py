@@ -273,7 +273,7 @@ def read_hf_config(source: str | Path | Mapping[str, Any], *, name: str | None =
                                                 f"only; {model_type} is dense")
     given = {k: v for k, v in given.items() if k not in _MOE_ONLY}
     shape = {"batch": DEFAULT_BATCH, "seq": min(DEFAULT_SEQ, fields["context"]),
-             "dtype": _file_dtype(document), **given}
+             **({} if "dtype" in given else {"dtype": _file_dtype(document)}), **given}
     source_text = f"Hugging Face config.json {document.file or '(dict)'}"
     config = _model_config(document, architecture, given,
                            {"name": model_name, "source": source_text, **fields, **shape})
@@ -325,7 +325,9 @@ def _default_name(document: ConfigDocument, model_type: str) -> str:
 
 def _file_dtype(document: ConfigDocument) -> DType:
     """The checkpoint's floating dtype (``torch_dtype``, or ``dtype`` in newer files), bf16
-    when neither names one."""
+    when neither names one. A name that is not a floating dtype (``int8``: a quantized
+    checkpoint, which trains in a float type anyway) is planned in bf16 too, and said so
+    (:class:`UnmodelledFieldsWarning`), rather than silently."""
     for key in ("torch_dtype", "dtype"):
         value = document.raw(key)
         if not isinstance(value, str):
@@ -333,9 +335,11 @@ def _file_dtype(document: ConfigDocument) -> DType:
         try:
             dtype = DType.parse(value)
         except ValueError:
-            continue
-        if dtype.is_float:
+            dtype = None
+        if dtype is not None and dtype.is_float:
             return dtype
+        warnings.warn(f'{key} "{value}" is not a floating dtype the planner models; planned '
+                      "in bf16 (pass --dtype to choose)", UnmodelledFieldsWarning, stacklevel=3)
     return DType.BF16
 
 

@@ -359,9 +359,17 @@ def test_same_config_gives_byte_identical_graph_json() -> None:
 def test_file_dtype_sets_the_default() -> None:
     assert zoo.read_hf_config(tiny_llama(torch_dtype="float32")).config.dtype is DType.F32
     assert zoo.read_hf_config(tiny_llama(dtype="float16")).config.dtype is DType.F16
-    assert zoo.read_hf_config(tiny_llama(torch_dtype="int8")).config.dtype is DType.BF16
     assert zoo.read_hf_config(tiny_llama(torch_dtype="float32"), dtype="bf16").config.dtype \
         is DType.BF16
+
+
+def test_a_file_dtype_that_is_not_a_float_is_planned_in_bf16_and_said() -> None:
+    with pytest.warns(zoo.UnmodelledFieldsWarning, match='torch_dtype "int8"'):
+        assert zoo.read_hf_config(tiny_llama(torch_dtype="int8")).config.dtype is DType.BF16
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", zoo.UnmodelledFieldsWarning)  # --dtype chose: no word
+        assert zoo.read_hf_config(tiny_llama(torch_dtype="int8"), dtype="f32").config.dtype \
+            is DType.F32
 
 
 @settings(max_examples=25, deadline=None)
