@@ -58,6 +58,9 @@ _COSTMODEL_KIND = {
 # entries of the levels × sources × states × parts array ``_split_by_axis`` fills at once
 SPLIT_ENTRIES = 2**22  # 32 MiB of float64
 TIE_TOLERANCE = 1e-12
+# sources searched together (PricedSpace._levels): 8-16 were the fastest on a 4-axis mesh
+# (3x all at once); Mixtral 8x7B on dp=2,ep=4,tp=8 prices the same either way
+SOURCE_CHUNK = 16
 
 
 def divisibility_shape(sizes: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -316,8 +319,30 @@ class PricedSpace:
         the minimum, so the levels are the same floats as relaxing every move each round
         (Mixtral 8x7B training on dp=2,ep=4,tp=8, its 334 searches: 0.80 s of CPU relaxing
         every move, 0.58 s with the frontier, the same levels bit for bit; gpt2 dp=2,tp=4 and
-        llama3-8b dp=4,fsdp=4,tp=4 alike, loaded 2-core machine)."""
+        llama3-8b dp=4,fsdp=4,tp=4 alike, loaded 2-core machine).
+
+        Sources are searched ``SOURCE_CHUNK`` at a time: each source's levels are its own, so
+        the chunks give the same floats, but a small chunk keeps the frontier to the states
+        that improved for *its* sources (a few hundred sources together improve almost every
+        state each round) and its arrays small (gpt2 training on dp=2,tp=2,cp=2,ep=2: 2,256
+        states, ~51,000 moves and 607 sources per search, whose gathers were 250 MB a round;
+        its 60 largest searches took 15.7-25.5 s of CPU at once, 5.5-6.4 s in chunks of 8-16).
+        A chunk that settles early repeats its last level, as the longer search does."""
         edges = self.graph.edges()
+        chunks = [self._chunk_levels(edges, source_ids[start:start + SOURCE_CHUNK])
+                  for start in range(0, len(source_ids), SOURCE_CHUNK)]
+        depth = max(len(levels) for levels in chunks)
+        out = np.empty((depth, len(source_ids), edges.states))
+        start = 0
+        for levels in chunks:
+            stop = start + levels[0].shape[1]
+            for k in range(depth):
+                out[k, start:stop] = levels[min(k, len(levels) - 1)].T
+            start = stop
+        return out
+
+    def _chunk_levels(self, edges: Edges, source_ids: list[int]) -> list[np.ndarray]:
+        """The levels of a few sources, each ``states × sources`` (see :meth:`_levels`)."""
         weights = self._edge_weights(edges)[:, None]
         target_of = np.repeat(edges.group_targets,
                               np.diff(np.r_[edges.group_starts, len(edges.src)]))
@@ -346,7 +371,7 @@ class PricedSpace:
             changed[reached[better.any(axis=1)]] = True
             levels.append(improved)
             current = improved
-        return np.stack(levels).transpose(0, 2, 1)
+        return levels
 
 
 def _split_by_axis(levels: np.ndarray, edges: Edges, weights: np.ndarray,

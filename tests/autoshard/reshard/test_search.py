@@ -142,12 +142,16 @@ def test_moves_do_not_depend_on_which_partial_sets_were_asked_before() -> None:
         assert made_partial == {(a,) for a, _ in allowed if a not in used}
 
 
+@pytest.mark.parametrize("chunk", [2, 16], ids=["chunks-of-2", "one-chunk"])
 @pytest.mark.parametrize(("sizes", "shape"), CASES, ids=[str(c) for c in CASES])
-def test_frontier_levels_equal_relaxing_every_move(sizes, shape) -> None:
+def test_frontier_levels_equal_relaxing_every_move(sizes, shape, chunk, monkeypatch) -> None:
     """``PricedSpace._levels`` relaxes only moves out of states that improved a round
-    earlier; level by level its floats must be those of relaxing every move every round,
-    written here as the Bellman-Ford rounds read."""
-    from autoshard.reshard import find
+    earlier, for a few sources at a time; level by level its floats must be those of
+    relaxing every move every round for all sources together, written here as the
+    Bellman-Ford rounds read (with chunks of 2, five chunks settle at different rounds)."""
+    from autoshard.reshard import find, search
+
+    monkeypatch.setattr(search, "SOURCE_CHUNK", chunk)
 
     mesh = _mesh(sizes)
     links = MeshLinks.build(mesh, TOPOLOGY)
