@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from autoshard.errors import OutputExistsError, UsageError
-from autoshard.output_paths import file_in_the_way
+from autoshard.output_paths import file_in_the_way, write_refused
 from autoshard.planning.planner import check_gap, check_time_limit
 from autoshard.provenance import machine_line
 from autoshard.sweep.points import DEFAULT_LINKS, Point, SweepSpec, enumerate_points
@@ -164,8 +164,10 @@ def _check_resume_force(*, resume: bool, force: bool) -> None:
 
 
 def _check_out_dir(out_dir: Path) -> None:
-    """Refuse, before any planning, an ``out_dir`` that is a file or lies under one, or whose
-    ``sweep.csv`` is a directory: otherwise the sweep would fail only when writing."""
+    """Refuse, before any planning, an ``out_dir`` that is a file or lies under one, whose
+    ``sweep.csv`` is a directory, or where the operating system refuses new files (an
+    existing directory on a read-only disk): otherwise the sweep would fail only when
+    writing."""
     blocking = file_in_the_way(out_dir)
     if blocking is not None:
         raise UsageError(f'--out "{out_dir}": "{blocking}" is a file, not a directory; '
@@ -173,6 +175,9 @@ def _check_out_dir(out_dir: Path) -> None:
     if (out_dir / CSV_NAME).is_dir():
         raise UsageError(f'--out "{out_dir}": {CSV_NAME} is a directory there; pass another '
                          "--out")
+    refused = write_refused(out_dir, directory=True)
+    if refused is not None:
+        raise UsageError(f'--out "{out_dir}": {refused}; pass a writable location')
 
 
 def _make_out_dir(out_dir: Path) -> None:

@@ -318,20 +318,22 @@ def test_a_graph_file_sweeps_with_its_batch_unknown(tmp_path: Path, small_model:
     ("file", "is a file, not a directory"),
     ("under-file", "is a file, not a directory"),
     ("csv-dir", "sweep.csv is a directory"),
-    ("proc", "cannot create the directory"),
-], ids=["file", "under-file", "csv-dir", "proc"])
+    ("proc", 'cannot create a directory in "/proc"'),
+    ("proc-existing", 'cannot create a file in "/proc/self"'),
+], ids=["file", "under-file", "csv-dir", "proc", "proc-existing"])
 def test_an_unusable_out_is_one_line_before_any_point(tmp_path: Path, monkeypatch, where,
                                                        needle) -> None:
     """--out must be a directory that exists or can be made: a file, a path under a file, a
-    sweep.csv that is a directory or a place nobody can create (/proc) is refused before a
-    single point is planned."""
-    if where == "proc" and not Path("/proc/self").is_dir():
+    sweep.csv that is a directory, a place nobody can create (/proc) or an existing directory
+    that takes no files (/proc/self: found only when sweep.csv was written) is refused before
+    a single point is planned."""
+    if where.startswith("proc") and not Path("/proc/self").is_dir():
         pytest.skip("needs Linux's /proc")
     existing = tmp_path / "existing.json"
     existing.write_text("{}\n")
     (tmp_path / "taken" / "sweep.csv").mkdir(parents=True)
     out = {"file": existing, "under-file": existing / "sub", "csv-dir": tmp_path / "taken",
-           "proc": Path("/proc/autoshard-sweep-test")}[where]
+           "proc": Path("/proc/autoshard-sweep-test"), "proc-existing": Path("/proc/self")}[where]
     monkeypatch.setattr(runner_module, "run_point", lambda point, settings: pytest.fail(
         "a point was planned"))
     result = run(*TINY_MLP, "--out", str(out))
