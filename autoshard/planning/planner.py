@@ -189,6 +189,7 @@ def plan(
     Raises:
         autoshard.errors.AutoshardError subclasses: bad mesh or links, infeasible memory.
     """
+    check_memory_limit(memory_limit)
     _check_reserve(reserve, memory_limit, topology)
     check_gap(gap)
     check_time_limit(time_limit)
@@ -240,6 +241,16 @@ def _both(first: Callable[[Op, Strategy], bool] | None,
     if first is None:
         return second
     return lambda op, strategy: first(op, strategy) or second(op, strategy)
+
+
+def check_memory_limit(memory_limit: float | None) -> None:
+    """A memory per device of zero holds no plan: said as such, naming the flag and its unit,
+    rather than as a reserve that "leaves nothing of 0 B" (plan) or a row of infeasible points
+    (sweep)."""
+    if memory_limit is not None and not memory_limit > 0:
+        raise UsageError(f"--memory {format_bytes(memory_limit)}: the memory per device must be "
+                         "positive; pass bytes with a unit, e.g. --memory 80GiB, or omit "
+                         "--memory for the device's HBM")
 
 
 def _check_reserve(reserve: float, memory_limit: float | None, topology: Topology | str) -> None:

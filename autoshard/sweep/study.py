@@ -27,7 +27,7 @@ from typing import Any
 
 from autoshard.errors import OutputExistsError, UsageError
 from autoshard.output_paths import file_in_the_way, write_refused
-from autoshard.planning.planner import check_gap, check_time_limit
+from autoshard.planning.planner import check_gap, check_memory_limit, check_time_limit
 from autoshard.provenance import machine_line
 from autoshard.sweep.points import DEFAULT_LINKS, Point, SweepSpec, enumerate_points
 from autoshard.sweep.runner import (
@@ -122,6 +122,7 @@ def sweep(spec: SweepSpec, out_dir: Path, *, settings: RunSettings | None = None
     settings = settings or RunSettings()
     check_gap(settings.gap)  # once here, not as an error row per point
     check_time_limit(settings.time_limit)
+    check_memory_limit(settings.memory_limit)
     _check_run_options(jobs, executor, scheduler)
     _check_resume_force(resume=resume, force=force)
     _check_out_dir(out_dir)

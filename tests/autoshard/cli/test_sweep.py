@@ -193,8 +193,9 @@ def test_memory_too_small_is_recorded_per_point_not_fatal(tmp_path: Path) -> Non
     (("--model", "gpt2", "--devices", "8", "--link", "dp"), "--link"),
     (("--model", "gpt2", "--devices", "8", "--executor", "dask"), "--scheduler"),
     (("--model", "gpt2", "--devices", "8", "--gap", "5"), "--gap"),
+    (("--model", "gpt2", "--devices", "8", "--memory", "0"), "memory per device must be positive"),
 ], ids=["not-int", "one", "axes", "prime", "unknown-model", "bad-link", "dask-no-scheduler",
-        "gap"])
+        "gap", "memory-zero"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args, needle) -> None:
     result = run(*args, "--out", str(tmp_path / "x"))
     assert result.exit_code == 2
