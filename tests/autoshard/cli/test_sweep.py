@@ -315,6 +315,59 @@ def test_a_graph_file_sweeps_with_its_batch_unknown(tmp_path: Path, small_model:
     assert "| 2 | `dp=2` |" in summary
 
 
+HF_GPT2 = ("--model", str(Path(__file__).parents[2] / "data" / "hf-configs" / "gpt2.json"),
+           "--layers", "1", "--axes", "1")
+
+
+def test_a_hugging_face_config_states_the_batch_it_is_built_at(tmp_path: Path) -> None:
+    """Without --batch/--seq a config is planned at its defaults: the rows, tokens per
+    second and summary state them (they said "unknown"), read back from the plan's own
+    tokens tensor; the point id stays as sweeps before wrote it."""
+    out = tmp_path / "hf"
+    result = run(*HF_GPT2, "--devices", "2", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    (row,) = read_csv(out / "sweep.csv")
+    batch, seq = json.loads((out / row["plan"]).read_text())["tensors"]["tokens"]["shape"]
+    assert (row["batch"], row["seq"]) == (str(batch), str(seq))
+    assert float(row["tokens_per_s"]) == pytest.approx(batch * seq / float(row["total_s"]))
+    assert "_b-_s-_" in row["point"]
+    assert f"inference, batch {batch}, seq {seq}" in (out / "summary.md").read_text()
+
+
+def test_a_hugging_face_sweep_written_before_resumes_as_one_study(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """A directory the earlier code wrote (the same point ids, batch, seq and tokens per
+    second empty) resumes without recomputing its points, and its rows gain the batch and
+    seq the new ones state: one study in the summary, not two."""
+    out = tmp_path / "hf"
+    assert run(*HF_GPT2, "--devices", "2", "--out", str(out)).exit_code == 0
+    rows = read_csv(out / "sweep.csv")
+    batch, seq = json.loads((out / rows[0]["plan"]).read_text())["tensors"]["tokens"]["shape"]
+    for row in rows:  # as the earlier code wrote them
+        row.update(batch="", seq="", tokens_per_s="")
+    with (out / "sweep.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    planned = []
+    real = runner_module.run_point
+
+    def counted(point, settings):
+        planned.append(point.point_id)
+        return real(point, settings)
+
+    monkeypatch.setattr(runner_module, "run_point", counted)
+    result = run(*HF_GPT2, "--devices", "2,4", "--out", str(out), "--resume")
+    assert result.exit_code == 0, result.output
+    assert planned == [rows[0]["point"].replace("dp2", "dp4")]
+    again = read_csv(out / "sweep.csv")
+    assert {(r["batch"], r["seq"]) for r in again} == {(str(batch), str(seq))}
+    assert all(r["tokens_per_s"] for r in again)
+    summary = (out / "summary.md").read_text()
+    assert "unknown" not in summary
+    assert summary.count(f"inference, batch {batch}, seq {seq}") == 1
+
+
 @pytest.mark.parametrize(("where", "needle"), [
     ("file", "is a file, not a directory"),
     ("under-file", "is a file, not a directory"),
