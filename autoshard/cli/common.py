@@ -24,7 +24,7 @@ from autoshard.errors import (
     UsageError,
     VerificationFailedError,
 )
-from autoshard.output_paths import file_in_the_way
+from autoshard.output_paths import file_in_the_way, write_refused
 from costmodel import CostModelError
 from graphs import GraphError
 from graphs.importers.unmapped import UnmappedOpsWarning
@@ -78,8 +78,9 @@ def check_output_file(path: Path | None, force: bool, option: str,
                       taken: tuple[Path, ...] = ()) -> None:
     """Everything that would stop ``option``'s file from being written, found before any
     work: a directory where the file goes, a file where one of its parent directories goes,
-    a path another output of the same command writes (``taken``), or an existing file
-    without ``--force``."""
+    a path another output of the same command writes (``taken``), an existing file
+    without ``--force``, or a place the operating system refuses (``/proc``, a read-only
+    disk: :func:`~autoshard.output_paths.write_refused`)."""
     if path is None:
         return
     if path.is_dir():
@@ -94,6 +95,10 @@ def check_output_file(path: Path | None, force: bool, option: str,
                          f"writes; pass another {option} path")
     if path.exists() and not force:
         raise OutputFileExistsError(str(path), option)
+    refused = write_refused(path, directory=False)
+    if refused is not None:
+        raise UsageError(f'{option} "{path}": {refused}; pass a path in a directory you can '
+                         "write")
 
 
 PRODUCT_WARNINGS = (UnmodelledFieldsWarning, UnmappedOpsWarning)

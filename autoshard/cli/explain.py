@@ -33,9 +33,11 @@ from autoshard.planning.record import Plan
               help="Re-solve at most this many alternatives, those with the smallest "
                    "single-change bound (0: all of them).")
 @click.option("--count", type=int, default=10, show_default=True,
-              help="Without --tensor/--op: how many fragile decisions to show.")
+              help="Without --tensor/--op: how many fragile decisions to show (0: every "
+                   "one re-solved).")
 @click.option("--shortlist", type=int, default=20, show_default=True,
-              help="Without --tensor/--op: how many candidate decisions to re-solve.")
+              help="Without --tensor/--op: how many candidate decisions to re-solve (at "
+                   "least 1; raised to --count).")
 @click.option("--topology", default=None,
               help="The topology the plan was made with (default: the one it names).")
 @click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
@@ -55,6 +57,9 @@ def run_explain(*, plan_path: Path, model: str, tensor: str | None, op_name: str
         raise UsageError("give --tensor or --op, not both")
     if min(limit, count, shortlist) < 0:
         raise UsageError("--limit, --count and --shortlist must not be negative")
+    if shortlist == 0:
+        raise UsageError("--shortlist 0 re-solves no decision, so none could be shown; pass "
+                         "--shortlist 1 or more (default 20)")
     plan = Plan.load(plan_path)
     graph = load_model(model, {k: shape.get(k) for k in SHAPE_OVERRIDES})
     ctx = explain_context(plan, graph, topology=topology,

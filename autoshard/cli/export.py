@@ -28,7 +28,7 @@ from autoshard.export.lowering import lower_plan_reshards
 from autoshard.export.pipeline_view import stage_overrides, stage_plan, with_pipeline
 from autoshard.export.plan_export import PlanFormat, export_plan
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
-from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
+from autoshard.planning.model_source import SHAPE_OVERRIDES, flag, load_model
 from autoshard.planning.record import Plan
 from autoshard.verify.verification import planned_graph
 
@@ -109,7 +109,7 @@ def _check_model(plan: Any, mesh: Any, topo: Any, links: Any, model: str | None,
     if model is None:
         named = [*given, *(k for k, v in steps.items() if v)]
         if named:
-            names = ", ".join(f"--{k}" for k in named)
+            names = ", ".join(flag(k) for k in named)
             raise UsageError(f"{names} describe the model to check the plan against; "
                              "pass --model too")
         return

@@ -25,7 +25,7 @@ from autoshard.cli.pipeline_options import (
     stage_builder,
 )
 from autoshard.errors import OutputExistsError, UsageError, VerificationFailedError
-from autoshard.output_paths import file_in_the_way
+from autoshard.output_paths import file_in_the_way, write_refused
 from autoshard.planning.batch import batch_plan
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.pipeline.pipelined import has_pipeline, plan_pipeline, split_mesh
@@ -44,7 +44,8 @@ OUTPUT_FILES = ("plan.json", "costs.csv", "reshards.csv")
 def check_out_dir(out_dir: Path | None, force: bool) -> None:
     """Everything that would stop ``--out`` from being written, found before any solving: a
     file where the directory (or one of its parents) should be, an output name taken by a
-    directory, or existing outputs without ``--force``."""
+    directory, existing outputs without ``--force``, or a place the operating system
+    refuses (``/proc``, a read-only disk)."""
     if out_dir is None:
         return
     blocking = file_in_the_way(out_dir)
@@ -58,6 +59,11 @@ def check_out_dir(out_dir: Path | None, force: bool) -> None:
     existing = [name for name in OUTPUT_FILES if (out_dir / name).exists()]
     if existing and not force:
         raise OutputExistsError(str(out_dir), tuple(existing))
+    refusals = [write_refused(out_dir, directory=True),  # then each file --force replaces
+                *(write_refused(out_dir / name, directory=False) for name in existing)]
+    refused = next((reason for reason in refusals if reason is not None), None)
+    if refused is not None:
+        raise UsageError(f'--out "{out_dir}": {refused}; pass a directory you can write')
 
 
 def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str, ...],

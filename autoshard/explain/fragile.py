@@ -10,7 +10,8 @@ layouts each, a solve per pair), so the search is two-staged:
 2. tensors are grouped by layer pattern (``layers.*.attn.wq``: identical layers make the same
    decision), each group keeps its closest alternative by bound, and the ``shortlist`` groups
    with the smallest bounds are re-solved with that alternative pinned. The ``count`` smallest
-   re-solved changes are reported.
+   re-solved changes are reported (``count=0``: all of them, as ``--limit 0`` is every
+   alternative of one tensor).
 
 A decision outside the shortlist can still be closer than one inside (its bound was loose);
 the report says how many were re-solved out of how many.
@@ -52,10 +53,12 @@ class Fragility:
 
 
 def fragile_decisions(ctx: ExplainContext, count: int = 10, shortlist: int = 20) -> Fragility:
-    """The ``count`` decisions whose closest alternative changes the step time least."""
+    """The ``count`` decisions (0: every one re-solved) whose closest alternative changes the
+    step time least, among the ``shortlist`` (at least ``count``) re-solved."""
     candidates, groups = _candidates(ctx)
     candidates.sort(key=lambda c: (c[0], c[1]))
     chosen = candidates[:max(shortlist, count)]
+    count = count or len(chosen)
     base_s, base_peak = ctx.plan.objective.total_s, ctx.plan.peak_bytes_per_device
     decisions = []
     for bound, pattern, tensor, layout in chosen:

@@ -22,6 +22,17 @@ SHAPE_OVERRIDES = ("batch", "seq", "layers", "hidden", "ffn", "heads", "dtype", 
                    "top_k", "capacity_factor", "expert_imbalance")
 
 
+def flag(key: str) -> str:
+    """The command-line option that sets override ``key``: options are spelled with dashes,
+    so a message names the option the user typed, never the keyword argument.
+
+    Example:
+        >>> flag("top_k"), flag("batch")
+        ('--top-k', '--batch')
+    """
+    return "--" + key.replace("_", "-")
+
+
 def load_model(model: str, overrides: dict[str, Any]) -> OpGraph:
     """A zoo model by name, a Hugging Face config, or a graph JSON file.
 
@@ -37,7 +48,7 @@ def load_model(model: str, overrides: dict[str, Any]) -> OpGraph:
                          "model name, a graph JSON file or a Hugging Face config.json")
     if model not in zoo.names() and (model.endswith(".json") or Path(model).exists()):
         if given:
-            names = ", ".join(f"--{k}" for k in sorted(given))
+            names = ", ".join(flag(k) for k in sorted(given))
             raise UsageError(f"{names} apply to zoo models only, not to the graph file {model}")
         return load(model)
     return zoo.build(model, **given)
@@ -46,7 +57,7 @@ def load_model(model: str, overrides: dict[str, Any]) -> OpGraph:
 def _from_hf_config(model: str, given: dict[str, Any]) -> OpGraph:
     refused = sorted(set(given) - set(zoo.HF_OVERRIDES))
     if refused:
-        names = ", ".join(f"--{k}" for k in refused)
+        names = ", ".join(flag(k) for k in refused)
         raise UsageError(f"{names} cannot change a Hugging Face config ({model}): edit the "
-                         f"file instead; --{', --'.join(zoo.HF_OVERRIDES)} apply")
+                         f"file instead; {', '.join(map(flag, zoo.HF_OVERRIDES))} apply")
     return zoo.from_hf_config(model, **given)

@@ -40,7 +40,7 @@ from autoshard.planning.decode import (
 )
 from autoshard.planning.edge_costs import Edge, edge_matrices, next_step_edges
 from autoshard.planning.experts import expert_axes_filter
-from autoshard.planning.hand_floor import HandPlan, best_hand_plan, with_hand_floor
+from autoshard.planning.hand_floor import HandPlan, best_hand_plan, search_share, with_hand_floor
 from autoshard.planning.layers import repeated_blocks
 from autoshard.planning.lean import prefer_less_compute
 from autoshard.planning.memory import build_memory_model
@@ -138,7 +138,8 @@ def plan(
         topology: a preset name or a :class:`costmodel.Topology`.
         links: per-axis link overrides, e.g. ``{"dp": "ib", "tp": "alpha:5us,bw:450GB/s"}``.
         memory_limit: bytes per device; ``None`` uses the device's HBM capacity.
-        time_limit: seconds for the solver; the best plan found is returned with its gap.
+        time_limit: seconds for the solver (the search and, when the limit cuts it short,
+            the hand plans of :mod:`.hand_floor`); the best plan found is returned with its gap.
         training: plan one training step. A forward-only graph is first extended with its
             backward and one ``optimizer`` step per parameter (:func:`graphs.training.
             training_graph`); a graph that already holds parameter gradients is planned as is.
@@ -188,6 +189,7 @@ def plan(
     Raises:
         autoshard.errors.AutoshardError subclasses: bad mesh or links, infeasible memory.
     """
+    check_memory_limit(memory_limit)
     _check_reserve(reserve, memory_limit, topology)
     check_gap(gap)
     check_time_limit(time_limit)
@@ -239,6 +241,16 @@ def _both(first: Callable[[Op, Strategy], bool] | None,
     if first is None:
         return second
     return lambda op, strategy: first(op, strategy) or second(op, strategy)
+
+
+def check_memory_limit(memory_limit: float | None) -> None:
+    """A memory per device of zero holds no plan: said as such, naming the flag and its unit,
+    rather than as a reserve that "leaves nothing of 0 B" (plan) or a row of infeasible points
+    (sweep)."""
+    if memory_limit is not None and not memory_limit > 0:
+        raise UsageError(f"--memory {format_bytes(memory_limit)}: the memory per device must be "
+                         "positive; pass bytes with a unit, e.g. --memory 80GiB, or omit "
+                         "--memory for the device's HBM")
 
 
 def _check_reserve(reserve: float, memory_limit: float | None, topology: Topology | str) -> None:
@@ -314,7 +326,7 @@ class _Planner:
             if not self.masks:
                 raise
             raise self.restriction.unreachable(exc.node) from None
-        solution = self._no_slower_than_hand_plans(solution, limit)
+        solution = self._no_slower_than_hand_plans(solution, limit, t2)
         self.timings["solve_s"] = time.perf_counter() - t2
         t3 = time.perf_counter()
         lean = prefer_less_compute(self.problem, solution.choices, self.strategies, nodes)
@@ -325,20 +337,37 @@ class _Planner:
         self.timings["decode_s"] = time.perf_counter() - t3
         return result
 
-    def _no_slower_than_hand_plans(self, solution: Any, limit: float) -> Any:
+    def _hand_floor_may_apply(self) -> bool:
+        """Whether a search the time limit cuts short is followed by the hand plans: a time
+        limit, no pins, no shared reshards (:mod:`.hand_floor`)."""
+        options = self.options
+        return options.time_limit is not None and options.pins is None \
+            and not self.pricing.shares
+
+    def _search_time_limit(self) -> float | None:
+        """The search's part of ``--time-limit``: all of it, less the hand plans' share
+        when they may follow, so that search and hand plans together keep to the limit."""
+        limit = self.options.time_limit
+        if limit is None or not self._hand_floor_may_apply():
+            return limit
+        return search_share(limit)
+
+    def _no_slower_than_hand_plans(self, solution: Any, limit: float, start: float) -> Any:
         """A search the time limit cut short answers with the cheapest named hand plan when
         that is cheaper (:mod:`.hand_floor`); any other answer (proven, or searched to a
-        stated gap, or pinned) as it is."""
+        stated gap, or pinned) as it is. The hand plans get what is left of the time limit
+        since ``start`` (``time.perf_counter()`` when the search began)."""
         options = self.options
-        if solution.status is not solver.SolveStatus.TIME_LIMIT or options.time_limit is None \
-                or options.pins is not None or self.pricing.shares:
+        if solution.status is not solver.SolveStatus.TIME_LIMIT \
+                or not self._hand_floor_may_apply() or options.time_limit is None:
             return solution
         budget = limit - options.reserve
 
         def fits(choices: Sequence[int]) -> bool:
             return self.memory.constrained_peak(choices[:len(self.ops)]) <= budget
 
-        hand = best_hand_plan(self.problem, self.hand_restriction, fits, options.time_limit,
+        left_s = options.time_limit - (time.perf_counter() - start)
+        hand = best_hand_plan(self.problem, self.hand_restriction, fits, left_s,
                               options.backend)
         floored = with_hand_floor(solution, self.problem, hand)
         if floored is not solution:
@@ -442,15 +471,15 @@ class _Planner:
         options = self.options
         budget = limit - options.reserve
         start = time.perf_counter()
+        time_limit = self._search_time_limit()  # the hand plans' share kept back
 
         def remaining() -> float | None:  # the time limit covers every solve, not each
-            if options.time_limit is None:
+            if time_limit is None:
                 return None
-            return max(options.time_limit - (time.perf_counter() - start), 0.01)
+            return max(time_limit - (time.perf_counter() - start), 0.01)
 
         def out_of_time() -> bool:  # no further shared-reshard round (.shared_solve)
-            return options.time_limit is not None and \
-                time.perf_counter() - start >= options.time_limit
+            return time_limit is not None and time.perf_counter() - start >= time_limit
 
         def over(choices: tuple[int, ...]) -> bool:
             return self.memory.constrained_peak(choices[:len(self.ops)]) > budget
@@ -466,7 +495,7 @@ class _Planner:
 
         free, self.problem = self.pricing.solve(
             lambda p: p, lambda *args: solve(*args, stop_when=stop_when), out_of_time,
-            timed=options.time_limit is not None, enough=stop_when)
+            timed=time_limit is not None, enough=stop_when)
         if self.memory.constrained_peak(free.choices) <= budget:
             return free
         rows = self.memory.rows(budget)  # once: each shared-reshard round reuses them
@@ -482,7 +511,7 @@ class _Planner:
                 constrained, lambda p, *args: solve(
                     p, *args, known_bound=free.bound,
                     free_choices=free.choices if len(free.choices) == p.num_nodes else None),
-                out_of_time, timed=options.time_limit is not None)
+                out_of_time, timed=time_limit is not None)
             return answer
         except solver.Infeasible as exc:
             problem = constrained(self.pricing.problem())

@@ -90,6 +90,11 @@ class Shape:
     optimizer: str = "adamw"
     recompute: str = "none"
     overrides: tuple[tuple[str, Any], ...] = ()
+    # What a Hugging Face config is built at when ``batch``/``seq`` is None (its defaults):
+    # shown in the rows, kept out of the point id and of the graph's overrides, so the ids of
+    # sweeps written before these were known stay the same and those sweeps still resume.
+    default_batch: int | None = None
+    default_seq: int | None = None
 
     @property
     def mode(self) -> str:
@@ -138,6 +143,34 @@ class Point:
     @property
     def pipelined(self) -> bool:
         return any(name == PP_AXIS for name, _ in self.mesh)
+
+    @property
+    def batch_used(self) -> int | None:
+        """The batch the point's step is planned at (None: a graph file's, unknown). A
+        pipelined point whose sweep gave no batch runs one micro-batch per replica, so its
+        batch is the graph's; otherwise the sweep's batch or the model's default.
+
+        Example:
+            >>> shape = Shape(model="config.json", batch=None, seq=None, training=True,
+            ...               default_batch=8)
+            >>> Point(shape=shape, mesh=(("dp", 2),), topology="dgx-h100").batch_used
+            8
+            >>> Point(shape=shape, mesh=(("dp", 2), ("pp", 2)), topology="dgx-h100",
+            ...       micro_batch=2).batch_used
+            4
+        """
+        shape = self.shape
+        if shape.batch is not None or shape.default_batch is None:
+            return shape.batch
+        if self.pipelined:
+            graph_batch, count = self.micro_batches()
+            return graph_batch * count
+        return shape.default_batch
+
+    @property
+    def seq_used(self) -> int | None:
+        """The sequence length the point's step is planned at (None: unknown)."""
+        return self.shape.seq if self.shape.seq is not None else self.shape.default_seq
 
     def micro_batches(self) -> tuple[int, int]:
         """``(graph batch, micro-batches per step)`` of a pipelined point: the graph holds
@@ -201,6 +234,8 @@ class SweepSpec:
     overrides: tuple[tuple[str, Any], ...] = ()
     pipeline: tuple[int, ...] = ()  # pp sizes (training sweeps)
     micro_batch_sizes: tuple[int, ...] = (1,)
+    default_batch: int | None = None  # a Hugging Face config's defaults (see Shape)
+    default_seq: int | None = None
 
     def __post_init__(self) -> None:
         if not self.devices or any(d < 2 for d in self.devices):
@@ -226,7 +261,8 @@ def enumerate_points(spec: SweepSpec) -> tuple[Point, ...]:
         for seq in spec.seqs:
             shape = Shape(model=spec.model, batch=batch, seq=seq, training=spec.training,
                           optimizer=spec.optimizer, recompute=spec.recompute,
-                          overrides=spec.overrides)
+                          overrides=spec.overrides, default_batch=spec.default_batch,
+                          default_seq=spec.default_seq)
             for topology in spec.topologies:
                 for links in spec.links:
                     points.extend(_meshes(spec, shape, topology, links))

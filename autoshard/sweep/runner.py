@@ -132,16 +132,14 @@ def base_row(point: Point) -> dict[str, Any]:
     shape = point.shape
     return {"point": point.point_id, "model": shape.model, "mode": shape.mode,
             "devices": point.devices, "axes": len(point.mesh), "mesh": point.mesh_text,
-            "topology": point.topology, "links": point.links, "batch": shape.batch,
-            "seq": shape.seq, "training": shape.training, "micro_batch": point.micro_batch}
+            "topology": point.topology, "links": point.links, "batch": point.batch_used,
+            "seq": point.seq_used, "training": shape.training, "micro_batch": point.micro_batch}
 
 
 def plan_row(point: Point, result: Plan) -> dict[str, Any]:
     """The CSV row of a feasible point (see :data:`autoshard.sweep.table.COLUMNS`)."""
     objective = result.objective
-    shape = point.shape
-    tokens = (shape.batch * shape.seq / objective.total_s
-              if shape.batch and shape.seq and objective.total_s > 0 else None)
+    tokens = tokens_per_s(point.batch_used, point.seq_used, objective.total_s)
     kind, axes, seconds = top_collective(result)
     return {**base_row(point), "total_s": objective.total_s, "compute_s": objective.compute_s,
             "comm_s": objective.comm_s, "hidden_s": objective.hidden_s,
@@ -154,6 +152,17 @@ def plan_row(point: Point, result: Plan) -> dict[str, Any]:
             "top_collective_s": seconds, "solve_s": objective.solve_s,
             "plan": f"points/{point.point_id}/plan.json", "error_kind": None, "error": None,
             **pipeline_cells(result)}
+
+
+def tokens_per_s(batch: int | None, seq: int | None, total_s: float) -> float | None:
+    """Tokens a step of ``total_s`` seconds processes per second (None when the batch or the
+    sequence length is unknown).
+
+    Example:
+        >>> tokens_per_s(8, 1024, 0.5), tokens_per_s(None, 1024, 0.5)
+        (16384.0, None)
+    """
+    return batch * seq / total_s if batch and seq and total_s > 0 else None
 
 
 def pipeline_cells(result: Plan) -> dict[str, Any]:

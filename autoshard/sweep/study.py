@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from autoshard.errors import OutputExistsError, UsageError
-from autoshard.output_paths import file_in_the_way
-from autoshard.planning.planner import check_gap, check_time_limit
+from autoshard.output_paths import file_in_the_way, write_refused
+from autoshard.planning.planner import check_gap, check_memory_limit, check_time_limit
 from autoshard.provenance import machine_line
 from autoshard.sweep.points import DEFAULT_LINKS, Point, SweepSpec, enumerate_points
 from autoshard.sweep.runner import (
@@ -37,8 +37,9 @@ from autoshard.sweep.runner import (
     run_dask,
     run_processes,
     run_serial,
+    tokens_per_s,
 )
-from autoshard.sweep.table import CSV_NAME, RowAppender, read_rows, write_sorted
+from autoshard.sweep.table import CSV_NAME, RowAppender, cell, read_rows, write_sorted
 from graphs import zoo
 
 logger = logging.getLogger(__name__)
@@ -122,6 +123,7 @@ def sweep(spec: SweepSpec, out_dir: Path, *, settings: RunSettings | None = None
     settings = settings or RunSettings()
     check_gap(settings.gap)  # once here, not as an error row per point
     check_time_limit(settings.time_limit)
+    check_memory_limit(settings.memory_limit)
     _check_run_options(jobs, executor, scheduler)
     _check_resume_force(resume=resume, force=force)
     _check_out_dir(out_dir)
@@ -131,6 +133,7 @@ def sweep(spec: SweepSpec, out_dir: Path, *, settings: RunSettings | None = None
     _check_settings(out_dir, settings, resume=resume)
     points = enumerate_points(spec)
     build_graph(points[0].shape)  # an unknown model or bad override fails here, once
+    _state_shapes(done, points)
     todo = [p for p in points if p.point_id not in done]
     logger.info("sweep: %d points, %d already in %s", len(points), len(points) - len(todo),
                 csv_path)
@@ -164,8 +167,10 @@ def _check_resume_force(*, resume: bool, force: bool) -> None:
 
 
 def _check_out_dir(out_dir: Path) -> None:
-    """Refuse, before any planning, an ``out_dir`` that is a file or lies under one, or whose
-    ``sweep.csv`` is a directory: otherwise the sweep would fail only when writing."""
+    """Refuse, before any planning, an ``out_dir`` that is a file or lies under one, whose
+    ``sweep.csv`` is a directory, or where the operating system refuses new files (an
+    existing directory on a read-only disk): otherwise the sweep would fail only when
+    writing."""
     blocking = file_in_the_way(out_dir)
     if blocking is not None:
         raise UsageError(f'--out "{out_dir}": "{blocking}" is a file, not a directory; '
@@ -173,6 +178,9 @@ def _check_out_dir(out_dir: Path) -> None:
     if (out_dir / CSV_NAME).is_dir():
         raise UsageError(f'--out "{out_dir}": {CSV_NAME} is a directory there; pass another '
                          "--out")
+    refused = write_refused(out_dir, directory=True)
+    if refused is not None:
+        raise UsageError(f'--out "{out_dir}": {refused}; pass a writable location')
 
 
 def _make_out_dir(out_dir: Path) -> None:
@@ -187,7 +195,14 @@ def _make_out_dir(out_dir: Path) -> None:
 
 def with_default_shape(spec: SweepSpec) -> SweepSpec:
     """Fill unset batch/seq with the zoo model's defaults, so rows and ids state them; keep
-    the pipeline sizes the model's layers allow (a stage holds at least one layer)."""
+    the pipeline sizes the model's layers allow (a stage holds at least one layer). A
+    Hugging Face config's defaults go to the rows only (``default_batch``, ``default_seq``):
+    its point ids have always said ``b-_s-``, and sweeps written so must still resume."""
+    if spec.model not in zoo.names() and zoo.is_hf_config(spec.model):
+        # only what a config takes; another override is refused when the graph is built
+        given = {k: v for k, v in spec.overrides if k in zoo.HF_OVERRIDES}
+        config = zoo.read_hf_config(spec.model, **given).config
+        return replace(spec, default_batch=config.batch, default_seq=config.seq)
     if spec.model.endswith(".json") or Path(spec.model).exists():
         return spec
 
@@ -195,6 +210,21 @@ def with_default_shape(spec: SweepSpec) -> SweepSpec:
     return replace(spec, batches=tuple(config.batch if b is None else b for b in spec.batches),
                    seqs=tuple(config.seq if s is None else s for s in spec.seqs),
                    pipeline=tuple(p for p in spec.pipeline if p <= config.layers))
+
+
+def _state_shapes(done: dict[str, dict[str, str]], points: Sequence[Point]) -> None:
+    """Rows a resumed sweep keeps from before its batch and seq were known (a Hugging Face
+    config's, written empty) get them, and their tokens per second, as new rows do: one
+    study, not the old rows under "batch unknown" beside the new ones."""
+    for point in points:
+        row = done.get(point.point_id)
+        if row is None or (row["batch"] and row["seq"]):
+            continue
+        row["batch"] = row["batch"] or cell(point.batch_used)
+        row["seq"] = row["seq"] or cell(point.seq_used)
+        if row["feasible"] == "True" and not row["tokens_per_s"] and row["total_s"]:
+            row["tokens_per_s"] = cell(tokens_per_s(point.batch_used, point.seq_used,
+                                                    float(row["total_s"])))
 
 
 def _prepare(out_dir: Path, csv_path: Path, *, resume: bool, force: bool

@@ -306,9 +306,21 @@ def preset(name: str) -> ModelConfig:
     try:
         return _PRESETS[name]
     except KeyError:
-        known = names()
-        close = tuple(difflib.get_close_matches(name, known, n=3, cutoff=0.5))
-        raise UnknownModelError(name, close, known) from None
+        raise UnknownModelError(name, close_names(name), names()) from None
+
+
+def close_names(name: str) -> tuple[str, ...]:
+    """Zoo names to suggest for ``name``: the one it matches but for case (``GPT2``: gpt2)
+    alone, else up to three close ones, compared case-blind (the zoo's names are lower case).
+
+    Example:
+        >>> close_names("GPT2"), close_names("Lama3-8B")
+        (('gpt2',), ('llama3-8b', 'llama3.1-8b', 'llama3-70b'))
+    """
+    known = names()
+    folded = name.lower()
+    same = tuple(k for k in known if k.lower() == folded)
+    return same or tuple(difflib.get_close_matches(folded, known, n=3, cutoff=0.5))
 
 
 def config(name: str, **overrides: Any) -> ModelConfig:
@@ -362,7 +374,8 @@ def _check_override_names(base: ModelConfig, given: dict[str, Any]) -> None:
             msg = f'unknown override "{key}"; {hint}choose from {", ".join(OVERRIDES)}'
             raise ModelConfigError(base.name, key, msg)
         if key in MOE_OVERRIDES and base.moe is None:
-            msg = f"{key} applies to mixture-of-experts models only; {base.name} is dense"
+            msg = (f"{key.replace('_', '-')} applies to mixture-of-experts models only; "
+                   f"{base.name} is dense")
             raise ModelConfigError(base.name, key, msg)
         if key in _NOT_APPLICABLE.get(base.family, ()):
             msg = f"{key} does not apply to the {base.family.value} family; leave it out"

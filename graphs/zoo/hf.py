@@ -269,8 +269,9 @@ def read_hf_config(source: str | Path | Mapping[str, Any], *, name: str | None =
         fields["moe"] = moe_overridden(fields["moe"], given, model_name)
     elif any(key in given for key in _MOE_ONLY):
         key = next(key for key in _MOE_ONLY if key in given)
-        raise ModelConfigError(model_name, key, f"{key} applies to mixture-of-experts models "
-                                                f"only; {model_type} is dense")
+        raise ModelConfigError(model_name, key, f"{key.replace('_', '-')} applies to "
+                                                f"mixture-of-experts models only; {model_type} "
+                                                "is dense")
     given = {k: v for k, v in given.items() if k not in _MOE_ONLY}
     shape = {"batch": DEFAULT_BATCH, "seq": min(DEFAULT_SEQ, fields["context"]),
              **({} if "dtype" in given else {"dtype": _file_dtype(document)}), **given}

@@ -80,8 +80,7 @@ class MoEConfig:
         for name in ("experts", "top_k", "expert_ffn"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ModelConfigError(model, name, f"{name} must be a positive integer, got "
-                                                    f"{value!r}")
+                raise ModelConfigError(model, name, _not_positive(name, value))
         if self.top_k > self.experts:
             raise ModelConfigError(model, "top_k", f"top-k {self.top_k} is larger than the "
                                                    f"{self.experts} experts; each token picks "
@@ -161,3 +160,16 @@ class MLAConfig:
         if self.qk_rope_head_dim % 2:
             raise ModelConfigError(model, "qk_rope_head_dim", "rotary embedding needs an even "
                                                               "qk_rope_head_dim")
+
+
+def _not_positive(name: str, value: object) -> str:
+    """The message for a size that must be positive, spelled as the user gives it: the
+    command line's ``--experts`` and ``--top-k`` (dashes, never ``top_k``), else the field.
+
+    Example:
+        >>> _not_positive("top_k", 0)
+        'top-k must be a positive integer, got 0; pass --top-k 1 or more'
+    """
+    label = name.replace("_", "-")
+    hint = f"; pass --{label} 1 or more" if name in ("experts", "top_k") else ""
+    return f"{label} must be a positive integer, got {value!r}{hint}"

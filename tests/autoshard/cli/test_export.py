@@ -247,6 +247,8 @@ def test_cli_fingerprint_mismatch_names_both(plan_file: Path) -> None:
 def test_cli_shape_options_need_model(plan_file: Path) -> None:
     code, _, err = _run(str(plan_file), "--hidden", "64")
     assert code == 2 and "--hidden" in err and "--model" in err
+    code, _, err = _run(str(plan_file), "--top-k", "2")
+    assert code == 2 and "--top-k describe" in err  # the option as typed, not --top_k
 
 
 def test_cli_edited_reshard_is_refused(plan_file: Path, tmp_path: Path) -> None:

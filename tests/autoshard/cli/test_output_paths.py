@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from autoshard.output_paths import write_refused
 from tests.support.cli import run
 
 
@@ -72,6 +73,37 @@ def test_a_path_the_system_refuses_is_one_line(plan_dir) -> None:
     target = "/proc/autoshard-test/trace.json"
     line = one_error_line(run("trace", str(plan_dir / "plan.json"), "--out", target))
     assert '"/proc/autoshard-test' in line and "no such file or directory" in line
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize(("option", "target", "needle"), [
+    ("--out", "/proc/autoshard-test", 'cannot create a directory in "/proc"'),
+    ("--out", "/proc/autoshard-test/deeper", 'cannot create a directory in "/proc"'),
+    ("--out", "/proc/self", 'cannot create a file in "/proc/self"'),
+    ("--trace", "/proc/autoshard-test.json", 'cannot create a file in "/proc"'),
+], ids=["out-dir", "out-dir-deeper", "out-existing-dir", "trace-file"])
+def test_a_path_the_system_refuses_is_found_before_solving(small_model, monkeypatch, option,
+                                                           target, needle) -> None:
+    # /proc exists and looks like any directory: only asking the system finds the refusal
+    def never(*args, **kwargs):
+        raise AssertionError("the plan was solved before its output path was checked")
+
+    monkeypatch.setattr("autoshard.cli.plan.load_model", never)
+    line = one_error_line(run("plan", "--model", small_model, "--mesh", "dp=2", option, target,
+                              "--quiet"))
+    assert f'{option} "{target}"' in line and needle in line and "no such file" in line
+
+
+def test_the_system_check_leaves_nothing_behind_and_keeps_the_users_files(
+        tmp_path) -> None:
+    mine = tmp_path / "mine.csv"
+    mine.write_text("mine")
+    os.utime(mine, (0, 0))
+    assert write_refused(mine, directory=False) is None
+    assert write_refused(tmp_path / "new" / "deeper", directory=True) is None
+    assert write_refused(tmp_path, directory=True) is None
+    assert sorted(tmp_path.iterdir()) == [mine]
+    assert mine.read_text() == "mine" and mine.stat().st_mtime == 0
 
 
 def test_a_model_file_that_is_not_text(tmp_path) -> None:

@@ -52,9 +52,15 @@ def test_json_summary_is_machine_readable(small_model, quiet) -> None:
     (("--reserve", "2GiX"), "2GiX"),
     (("--training", "--reserve", "100TiB"), "reserve"),
     (("--gap", "0"), "--gap"),
+    (("--memory", "0"), "--memory 0 B: the memory per device must be positive; pass bytes "
+                        "with a unit, e.g. --memory 80GiB"),
+    (("--memory", "0GiB", "--reserve", "1GiB"), "memory per device must be positive"),
+    (("--model", "GPT2"), 'unknown model "GPT2"; did you mean gpt2? ('),
+    (("--model", "mixtral-8x7b", "--top-k", "0"), "pass --top-k 1 or more"),
 ], ids=["zero-axis", "duplicate-axis", "axis-without-size", "memory-unit", "unknown-model",
         "missing-file", "unknown-topology", "link-syntax", "link-unknown-axis",
-        "optimizer-without-training", "reserve-unit", "reserve-over-limit", "gap-zero"])
+        "optimizer-without-training", "reserve-unit", "reserve-over-limit", "gap-zero",
+        "memory-zero", "memory-zero-with-reserve", "model-case", "top-k-zero"])
 def test_bad_input_gets_one_line_and_exit_2(args, needle) -> None:
     result = run("plan", *args)
     assert result.exit_code == 2, result.output
@@ -62,6 +68,21 @@ def test_bad_input_gets_one_line_and_exit_2(args, needle) -> None:
     assert len(lines) == 1, result.output
     assert needle in lines[0]
     assert "Traceback" not in result.output
+
+
+def test_refused_overrides_are_named_as_typed(small_model) -> None:
+    """Options are spelled with dashes: the refusals name --top-k, never the keyword top_k."""
+    from tests.support import DATA_DIR
+
+    graph_file = run("plan", "--model", small_model, "--top-k", "2", "--expert-imbalance", "1.5")
+    assert graph_file.exit_code == 2
+    assert "--expert-imbalance, --top-k apply to zoo models only" in graph_file.output
+    config = run("plan", "--model", str(DATA_DIR / "hf-configs" / "gpt2.json"), "--top-k", "2")
+    assert config.exit_code == 2
+    assert "--top-k cannot change a Hugging Face config" in config.output
+    assert "--capacity-factor, --expert-imbalance apply" in config.output
+    dense = run("plan", "--model", "gpt2", "--top-k", "2")
+    assert dense.exit_code == 2 and "top-k applies to mixture-of-experts" in dense.output
 
 
 def test_memory_too_small_exits_1_and_names_the_smallest_peak(small_model) -> None:

@@ -193,8 +193,9 @@ def test_memory_too_small_is_recorded_per_point_not_fatal(tmp_path: Path) -> Non
     (("--model", "gpt2", "--devices", "8", "--link", "dp"), "--link"),
     (("--model", "gpt2", "--devices", "8", "--executor", "dask"), "--scheduler"),
     (("--model", "gpt2", "--devices", "8", "--gap", "5"), "--gap"),
+    (("--model", "gpt2", "--devices", "8", "--memory", "0"), "memory per device must be positive"),
 ], ids=["not-int", "one", "axes", "prime", "unknown-model", "bad-link", "dask-no-scheduler",
-        "gap"])
+        "gap", "memory-zero"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args, needle) -> None:
     result = run(*args, "--out", str(tmp_path / "x"))
     assert result.exit_code == 2
@@ -314,24 +315,79 @@ def test_a_graph_file_sweeps_with_its_batch_unknown(tmp_path: Path, small_model:
     assert "| 2 | `dp=2` |" in summary
 
 
+HF_GPT2 = ("--model", str(Path(__file__).parents[2] / "data" / "hf-configs" / "gpt2.json"),
+           "--layers", "1", "--axes", "1")
+
+
+def test_a_hugging_face_config_states_the_batch_it_is_built_at(tmp_path: Path) -> None:
+    """Without --batch/--seq a config is planned at its defaults: the rows, tokens per
+    second and summary state them (they said "unknown"), read back from the plan's own
+    tokens tensor; the point id stays as sweeps before wrote it."""
+    out = tmp_path / "hf"
+    result = run(*HF_GPT2, "--devices", "2", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    (row,) = read_csv(out / "sweep.csv")
+    batch, seq = json.loads((out / row["plan"]).read_text())["tensors"]["tokens"]["shape"]
+    assert (row["batch"], row["seq"]) == (str(batch), str(seq))
+    assert float(row["tokens_per_s"]) == pytest.approx(batch * seq / float(row["total_s"]))
+    assert "_b-_s-_" in row["point"]
+    assert f"inference, batch {batch}, seq {seq}" in (out / "summary.md").read_text()
+
+
+def test_a_hugging_face_sweep_written_before_resumes_as_one_study(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """A directory the earlier code wrote (the same point ids, batch, seq and tokens per
+    second empty) resumes without recomputing its points, and its rows gain the batch and
+    seq the new ones state: one study in the summary, not two."""
+    out = tmp_path / "hf"
+    assert run(*HF_GPT2, "--devices", "2", "--out", str(out)).exit_code == 0
+    rows = read_csv(out / "sweep.csv")
+    batch, seq = json.loads((out / rows[0]["plan"]).read_text())["tensors"]["tokens"]["shape"]
+    for row in rows:  # as the earlier code wrote them
+        row.update(batch="", seq="", tokens_per_s="")
+    with (out / "sweep.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    planned = []
+    real = runner_module.run_point
+
+    def counted(point, settings):
+        planned.append(point.point_id)
+        return real(point, settings)
+
+    monkeypatch.setattr(runner_module, "run_point", counted)
+    result = run(*HF_GPT2, "--devices", "2,4", "--out", str(out), "--resume")
+    assert result.exit_code == 0, result.output
+    assert planned == [rows[0]["point"].replace("dp2", "dp4")]
+    again = read_csv(out / "sweep.csv")
+    assert {(r["batch"], r["seq"]) for r in again} == {(str(batch), str(seq))}
+    assert all(r["tokens_per_s"] for r in again)
+    summary = (out / "summary.md").read_text()
+    assert "unknown" not in summary
+    assert summary.count(f"inference, batch {batch}, seq {seq}") == 1
+
+
 @pytest.mark.parametrize(("where", "needle"), [
     ("file", "is a file, not a directory"),
     ("under-file", "is a file, not a directory"),
     ("csv-dir", "sweep.csv is a directory"),
-    ("proc", "cannot create the directory"),
-], ids=["file", "under-file", "csv-dir", "proc"])
+    ("proc", 'cannot create a directory in "/proc"'),
+    ("proc-existing", 'cannot create a file in "/proc/self"'),
+], ids=["file", "under-file", "csv-dir", "proc", "proc-existing"])
 def test_an_unusable_out_is_one_line_before_any_point(tmp_path: Path, monkeypatch, where,
                                                        needle) -> None:
     """--out must be a directory that exists or can be made: a file, a path under a file, a
-    sweep.csv that is a directory or a place nobody can create (/proc) is refused before a
-    single point is planned."""
-    if where == "proc" and not Path("/proc/self").is_dir():
+    sweep.csv that is a directory, a place nobody can create (/proc) or an existing directory
+    that takes no files (/proc/self: found only when sweep.csv was written) is refused before
+    a single point is planned."""
+    if where.startswith("proc") and not Path("/proc/self").is_dir():
         pytest.skip("needs Linux's /proc")
     existing = tmp_path / "existing.json"
     existing.write_text("{}\n")
     (tmp_path / "taken" / "sweep.csv").mkdir(parents=True)
     out = {"file": existing, "under-file": existing / "sub", "csv-dir": tmp_path / "taken",
-           "proc": Path("/proc/autoshard-sweep-test")}[where]
+           "proc": Path("/proc/autoshard-sweep-test"), "proc-existing": Path("/proc/self")}[where]
     monkeypatch.setattr(runner_module, "run_point", lambda point, settings: pytest.fail(
         "a point was planned"))
     result = run(*TINY_MLP, "--out", str(out))

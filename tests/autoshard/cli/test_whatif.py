@@ -96,6 +96,16 @@ def test_explain_prints_a_table_and_json(saved) -> None:
     assert len(wrong.output.strip().splitlines()) == 1
 
 
+def test_explain_shortlist_zero_is_refused_and_count_zero_documented(saved) -> None:
+    plan = str(saved / "auto" / "plan.json")
+    refused = run("explain", plan, *MODEL, "--shortlist", "0")
+    assert refused.exit_code == 2
+    assert refused.output.strip().splitlines() == [
+        "autoshard: error: --shortlist 0 re-solves no decision, so none could be shown; pass "
+        "--shortlist 1 or more (default 20)"]
+    assert "(0: every one re-solved)" in " ".join(run("explain", "--help").output.split())
+
+
 def test_diff_compares_and_writes_csv(saved, tmp_path) -> None:
     a, b = str(saved / "auto" / "plan.json"), str(saved / "megatron" / "plan.json")
     result = run("diff", a, b, "--csv", str(tmp_path / "diff.csv"))

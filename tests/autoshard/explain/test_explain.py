@@ -94,6 +94,13 @@ def test_fragile_decisions_are_the_closest_re_solved_alternatives(ctx, auto) -> 
     assert len(set(patterns)) == len(patterns)              # one row per layer pattern
 
 
+def test_count_zero_shows_every_re_solved_decision(ctx) -> None:
+    """``--count 0`` is "all of them", as ``--limit 0`` is; it used to re-solve the shortlist
+    and then show nothing, saying no tensor had another layout."""
+    result = fragile_decisions(ctx, count=0, shortlist=4)
+    assert len(result.decisions) == 4 and "re-solved 4 of" in result.note
+
+
 def test_a_pinned_plan_is_explained_under_its_own_pins(graph) -> None:
     megatron = autoshard.plan(graph, MESH, training=True, strategy="megatron")
     ctx = explain_context(megatron, graph)

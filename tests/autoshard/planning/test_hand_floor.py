@@ -8,6 +8,7 @@ cost at most the cheapest of them, whatever the time limit let the search find.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 import pytest
@@ -82,3 +83,49 @@ def test_a_proven_search_solves_no_hand_plan(graph, monkeypatch) -> None:
     monkeypatch.setattr(planner, "best_hand_plan", never)
     plan = autoshard.plan(graph, autoshard.Mesh.parse("dp=2"), training=True, time_limit=60.0)
     assert plan.objective.optimal
+
+
+
+
+
+def test_the_search_and_the_hand_plans_keep_to_the_time_limit_together(graph,
+                                                                        monkeypatch) -> None:
+    """The worst case: every solve takes all the time it is given, and the search ends cut
+    short (at each op's cheapest option, found in no time), so the hand plans run. Every
+    solve is given time that ends by the limit (the hand plans used to get a tenth of it on
+    top), or, once the deadline has passed, the least a solve gets. Checked on what each
+    solve is given, not on the wall clock: a solve's own overrun is the solver's."""
+    limit_s, tolerance_s = 2.0, 0.005  # without the fix: each hand plan ends 0.029 s late or more
+    least_s = 0.01  # the least a solve is given (hand_floor.MIN_SOLVE_S, planner's remaining())
+    real_solve, real_search = solver.solve, planner._Planner._solve
+    searching, started, given = [False], [0.0], []
+
+    def spends_its_limit(problem, *args, time_limit=None, **kwargs):
+        start = time.perf_counter()
+        given.append((searching[0], start - started[0], time_limit))
+        if searching[0]:
+            choices = tuple(int(np.argmin(costs)) for costs in problem.node_costs)
+            stats = solver.SolveStats(backend="stand-in", nodes_before=0, nodes_after=0,
+                                      options_before=0, options_after=0, edges_before=0,
+                                      edges_after=0)
+            answer = solver.Solution(choices=choices, objective=problem.evaluate(choices),
+                                     bound=0.0, status=solver.SolveStatus.TIME_LIMIT,
+                                     stats=stats)
+        else:
+            answer = real_solve(problem, *args, time_limit=time_limit, **kwargs)
+        time.sleep(max(0.0, time_limit - (time.perf_counter() - start)))
+        return answer
+
+    def cut_short(self, limit):
+        started[0], searching[0] = time.perf_counter(), True
+        answer = real_search(self, limit)
+        searching[0] = False
+        return answer
+
+    monkeypatch.setattr(solver, "solve", spends_its_limit)
+    monkeypatch.setattr(planner._Planner, "_solve", cut_short)
+    autoshard.plan(graph, MESH, training=True, time_limit=limit_s)
+    assert any(not search for search, _, _ in given), "no hand plan ran: the test checks nothing"
+    for search, start_s, time_limit in given:
+        allowed = max(limit_s - start_s, least_s) + tolerance_s
+        assert time_limit <= allowed, ("search" if search else "hand plan", start_s, time_limit)

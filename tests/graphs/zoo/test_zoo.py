@@ -210,12 +210,15 @@ def test_forward_flops_are_dominated_by_2_params_tokens() -> None:
 @pytest.mark.parametrize(("typo", "suggestion"), [
     ("gpt-2", "gpt2"), ("llama3-7b", "llama3-8b"), ("llama-2-70b", "llama2-70b"),
     ("gpt2-xxl", "gpt2-xl"), ("llama31-405b", "llama3.1-405b"),
+    ("GPT2", "gpt2"), ("Llama3-8B", "llama3-8b"),   # case alone: suggested, and alone
 ])
 def test_unknown_model_suggests_close_names(typo: str, suggestion: str) -> None:
     with pytest.raises(zoo.UnknownModelError) as caught:
         zoo.build(typo)
     assert suggestion in caught.value.suggestions
     assert suggestion in str(caught.value) and typo in str(caught.value)
+    if typo.lower() == suggestion:
+        assert caught.value.suggestions == (suggestion,)
     assert isinstance(caught.value, GraphError)
 
 
@@ -228,6 +231,10 @@ BAD_OVERRIDES = {
     "heads-on-mlp": ("mlp", {"heads": 4}, "heads", "does not apply"),
     "bad-dtype": ("gpt2", {"dtype": "fp12"}, "dtype", "fp12"),
     "odd-rope-dim": ("llama3-8b", {"hidden": 4104, "heads": 8, "kv_heads": 8}, "heads", "even"),
+    # the flag's spelling (--top-k), never the keyword's (top_k)
+    "zero-top-k": ("mixtral-8x7b", {"top_k": 0}, "top_k",
+                   "top-k must be a positive integer, got 0; pass --top-k 1 or more"),
+    "zero-experts": ("mixtral-8x7b", {"experts": 0}, "experts", "pass --experts 1 or more"),
 }
 
 
