@@ -44,12 +44,14 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     for link in plan.links:
         lines.append("  " + "  ".join(f"{k}={v}" for k, v in link.items()))
     obj = plan.objective
-    exposed = obj.comm_s - obj.hidden_s
+    exposed = obj.comm_s - obj.hidden_s - obj.concurrent_s
     share = exposed / obj.total_s if obj.total_s else 0.0
     runs = f", {obj.micro_batches} micro-batches" if obj.micro_batches > 1 else ""
+    beside = (f" and {format_seconds(obj.concurrent_s)} beside other mesh axes' communication"
+              if obj.concurrent_s else "")
     lines.append(f"step time  {format_seconds(obj.total_s)}  (compute "
                  f"{format_seconds(obj.compute_s)}, communication {format_seconds(obj.comm_s)}"
-                 f" of which {format_seconds(obj.hidden_s)} hidden behind compute, "
+                 f" of which {format_seconds(obj.hidden_s)} hidden behind compute{beside}, "
                  f"{share:.1%} of the step exposed{runs})")
     if plan.throughput:
         rate = plan.throughput

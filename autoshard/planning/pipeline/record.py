@@ -84,4 +84,5 @@ def pipeline_objective(intra: Plan, choice: Choice, setting: Setting,
     return dataclasses.replace(
         obj, total_s=choice.timeline.step_s, compute_s=obj.compute_s * share,
         comm_s=obj.comm_s * share, hidden_s=obj.hidden_s * share,
+        concurrent_s=obj.concurrent_s * share,
         lower_bound_s=min(bound, choice.timeline.step_s))
