@@ -6,7 +6,8 @@ It round-trips through ``plan.json`` (format ``autoshard.plan/v1``, see docs/arc
 renders as pandas DataFrames / CSV. The costs add up by construction: each per-op row and each
 per-collective row times its ``count`` (runs per step), summed, less ``objective.hidden_s``
 (communication that ran beside compute) and ``objective.concurrent_s`` (beside another mesh
-axis's), equals ``objective.total_s``.
+axis's), equals ``objective.total_s`` (a pipelined plan's records are one stage model's; its
+objective is the stage that finishes last, plus ``objective.bubble_s``).
 """
 
 from __future__ import annotations
@@ -147,9 +148,12 @@ class Objective:
     collective (their records' ``count``); ``hidden_s`` is the communication that ran beside
     compute (never more than the compute beside it), ``concurrent_s`` the communication that
     ran beside another mesh axis's (the steps of one overlapped reshard pipelined across
-    axes, :mod:`autoshard.planning.step_parts`), so ``total_s = compute_s + comm_s -
-    hidden_s - concurrent_s``. Plans written before ``concurrent_s`` existed have it 0 (their
-    ``hidden_s`` counted both overlaps)."""
+    axes, :mod:`autoshard.planning.step_parts`) and ``bubble_s`` the time the step waits with
+    nothing to run (a pipelined plan's bubble and point-to-point transfers), so ``total_s =
+    compute_s + comm_s - hidden_s - concurrent_s + bubble_s``. A pipelined plan's parts are
+    those of the stage that finishes last. Plans written before ``concurrent_s`` and
+    ``bubble_s`` existed have them 0 (their ``hidden_s`` counted both overlaps; a pipelined
+    one's parts were an average stage's and did not add up)."""
 
     total_s: float
     compute_s: float
@@ -162,6 +166,7 @@ class Objective:
     hidden_s: float = 0.0
     micro_batches: int = 1
     concurrent_s: float = 0.0
+    bubble_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -61,6 +61,14 @@ def concurrent_seconds(reshards: Iterable[ReshardRecord], micro_batches: int) ->
     return total
 
 
+def beside_seconds(record: ReshardRecord) -> float:
+    """Seconds of one run of ``record`` that ran beside its busiest axis, on another: those
+    of a reshard hidden behind one op (``op ...``); an exposed reshard runs its steps one after
+    another, and one pooled in a layer window is counted with its window
+    (:func:`concurrent_seconds`)."""
+    return _beside([record]) if record.overlap.startswith("op ") else 0.0
+
+
 def _beside(records: list[ReshardRecord]) -> float:
     """Collective seconds of ``records`` run together (each collective once) less their
     busiest axis's stream."""
@@ -73,4 +81,4 @@ def _beside(records: list[ReshardRecord]) -> float:
     return max(collectives - max(streams.values(), default=0.0), 0.0)
 
 
-__all__ = ["concurrent_seconds"]
+__all__ = ["beside_seconds", "concurrent_seconds"]

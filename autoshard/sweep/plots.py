@@ -21,7 +21,7 @@ from autoshard.sweep.table import COLUMNS
 
 STUDY_KEYS = ("model", "mode", "batch", "seq", "topology", "links")
 NUMERIC = ("devices", "axes", "batch", "seq", "total_s", "compute_s", "comm_s", "hidden_s",
-           "concurrent_s", "comm_share",
+           "concurrent_s", "bubble_s", "comm_share",
            "tokens_per_s", "peak_bytes_per_device", "limit_bytes", "gap", "top_collective_s",
            "solve_s", "wall_s", "micro_batch", "micro_batches", "bubble_fraction")
 GIB = 2.0**30

@@ -145,7 +145,7 @@ def plan_row(point: Point, result: Plan) -> dict[str, Any]:
     kind, axes, seconds = top_collective(result)
     return {**base_row(point), "total_s": objective.total_s, "compute_s": objective.compute_s,
             "comm_s": objective.comm_s, "hidden_s": objective.hidden_s,
-            "concurrent_s": objective.concurrent_s,
+            "concurrent_s": objective.concurrent_s, "bubble_s": objective.bubble_s,
             "comm_share": ((objective.comm_s - objective.hidden_s - objective.concurrent_s)
                            / objective.total_s if objective.total_s else 0.0),
             "tokens_per_s": tokens, "peak_bytes_per_device": result.peak_bytes_per_device,
