@@ -65,6 +65,7 @@ from costmodel.errors import (
     CalibrationError,
     CostModelError,
     InvalidValueError,
+    LaunchFloorWarning,
     LinkSpecError,
     MatmulTableError,
     NcclTestsError,
@@ -75,17 +76,20 @@ from costmodel.errors import (
 )
 from costmodel.kernel_params import AttentionPass, AttentionRate, KernelParams
 from costmodel.kernels import Attention, Gemm
+from costmodel.launch_floor import PROBE_BYTES, FloorGap, undercut_floor
 from costmodel.link import DeviceSpec, Link, Topology, TopologyLevel
 from costmodel.linkspec import known_link_names, parse_link_spec
 from costmodel.matmul_table import MatmulTable, parse_matmul_table, read_matmul_table
 from costmodel.measured import bus_factor, curve_terms
 from costmodel.nccl_tests import NcclTable, parse_nccl_tests, read_nccl_tests
-from costmodel.presets import STANDARD_LINKS, get_preset, preset_names
+from costmodel.presets import NCCL_BASE_LATENCY_S, STANDARD_LINKS, get_preset, preset_names
 from costmodel.topology_file import dump_topology, load_topology, loads_topology
 from costmodel.units import format_bytes, parse_bandwidth, parse_bytes, parse_duration
 
 __all__ = [
     "ALGORITHMS",
+    "NCCL_BASE_LATENCY_S",
+    "PROBE_BYTES",
     "STANDARD_LINKS",
     "Attention",
     "AttentionKernel",
@@ -97,11 +101,13 @@ __all__ = [
     "CollectiveKind",
     "CostModelError",
     "DeviceSpec",
+    "FloorGap",
     "Gemm",
     "GemmCalibration",
     "Group",
     "InvalidValueError",
     "KernelParams",
+    "LaunchFloorWarning",
     "Link",
     "LinkSpecError",
     "MatmulTable",
@@ -156,5 +162,6 @@ __all__ = [
     "scatter_allgather_broadcast",
     "single_level_seconds",
     "slowest_link",
+    "undercut_floor",
     "with_attention_kernel",
 ]

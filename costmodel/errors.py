@@ -99,3 +99,9 @@ class MatmulTableError(CostModelError):
         where = f"{file}, line {line}: " if line else f"{file}: "
         super().__init__(where + message)
         self.file, self.line, self.detail = file, line, message
+
+
+class LaunchFloorWarning(UserWarning):
+    """A user-written alpha-beta link prices small collectives below the measured floor of the
+    topology's links (:func:`costmodel.launch_floor.undercut_floor`): a warning, since a
+    textbook link is a legitimate what-if, but one whose small messages are too cheap."""

@@ -7,10 +7,12 @@ elsewhere. The sources are listed in docs/sources.md ("Links and devices").
 GPU links (NVLink, InfiniBand, EFA, TCPXO) carry the measured-curve terms of
 :mod:`costmodel.measured` (launch floor, hop latency, pipeline fill, bus efficiency), fitted on
 the nccl-tests tables in ``costmodel/data/nccl_tests/``; the comment above each constant names
-the table. PCIe, Ethernet/DCN and TPU ICI links stay pure alpha-beta: alphas per algorithm
-step from NCCL's ``hwLat`` (``src/graph/tuning.cc``, ring, LL128: PCIe 2.5 µs; Simple network
-figure for sockets, 14 µs) and ≈1 µs per ICI hop (jax-ml scaling-book ``sharding.md``,
-``T_min``).
+the table. PCIe is a GPU link NCCL drives with the same kernels, so it gets the same curve
+terms (NCCL's per-collective base latency and the NVLink fit's pipeline fill) with PCI's own hop
+latency (see :data:`PCIE_CURVE`): without them a PCIe all-reduce of a few bytes came out
+cheaper than the measured NVLink curve. Ethernet/DCN and TPU ICI links stay pure alpha-beta:
+alphas per algorithm step from NCCL's ``hwLat`` (Simple network figure for sockets, 14 µs) and
+≈1 µs per ICI hop (jax-ml scaling-book ``sharding.md``, ``T_min``).
 
 Efficiency 0.6 for every real device: large bf16 matmuls reach ~60-70% of dense peak in
 practice (e.g. ~600-700 of 989 TFLOP/s on H100), and the roofline applies it to every op.
@@ -39,9 +41,15 @@ logger = logging.getLogger(__name__)
 
 
 # NCCL tuning.cc hwLat, ring, LL128 column (µs): PCI 2.5; Simple NET 14 for sockets
-# (NVIDIA/nccl src/graph/tuning.cc at 01afd20a77b5804e0ecf1042509dd9d20ebf9e93).
+# (NVIDIA/nccl src/graph/tuning.cc at 01afd20a77b5804e0ecf1042509dd9d20ebf9e93; the same values
+# in hwLatencies at 5067397c2676d5aed50042fc39e5c8ee96eb0027).
 PCIE_ALPHA_S = 2.5e-6
 ETHERNET_ALPHA_S = 14.0e-6
+# NCCL's base latency, the part of every collective's predicted time that no transport changes:
+# baseLatencies[Tree][LL] = 6.8 µs (Ring LL 6.6; LL128 14.0, Simple 8.4), added once per call
+# before the per-step hwLatencies (NVIDIA/nccl src/graph/tuning.cc at
+# 5067397c2676d5aed50042fc39e5c8ee96eb0027, ncclTunerConstantsDefaults and ncclTopoTuneModel).
+NCCL_BASE_LATENCY_S = 6.8e-6
 # scaling-book sharding.md: "T_min ≈ 1 µs" per ICI hop.
 ICI_ALPHA_S = 1.0e-6
 
@@ -75,6 +83,16 @@ EFA_ALPHA_S = 1.98e-6
 # "46-48 GB/s per NIC" of 50 (https://github.com/NVIDIA/nccl-tests/issues/290).
 H100_NVLINK_CURVE = {"launch_s": 6.80e-6, "pipeline_s": 1.74e-5, "bus_efficiency": 370 / 450}
 NDR_IB_CURVE = {"launch_s": 6.80e-6, "pipeline_s": 3.83e-6, "bus_efficiency": 47 / 50}
+# PCIe: no nccl-tests table with provenance ships, so no fit. NCCL's model prices a PCIe
+# collective like an NVLink one but with PCI's per-step latency: the same baseLatencies (per
+# algorithm and protocol, not per transport) and hwLatencies[PCI] ≥ hwLatencies[NVLINK] in every
+# column (ring LL/LL128/Simple 1.0/2.5/5.7 against 0.6/1.9/3.4 µs; tuning.cc at 5067397c above).
+# So: launch NCCL's base latency (6.8 µs, which the A100 NVLink fit also landed on), the NVLink
+# fit's pipeline fill (the LL → LL128 → Simple switches are the same code on either transport;
+# an assumption, uncalibrated) and bus efficiency 1 (no measurement: the link rate bounds it).
+# Every term is at least NVLink's, so PCIe is never priced below NVLink at any size.
+PCIE_CURVE = {"launch_s": NCCL_BASE_LATENCY_S, "pipeline_s": A100_NVLINK_CURVE["pipeline_s"],
+              "bus_efficiency": 1.0}
 # GPUDirect-TCPXO (gcp-a3-mega): no table; it offloads TCP to a NIC through a NCCL net plugin,
 # as EFA goes through aws-ofi-nccl, so the EFA fit is the assumption (flagged, uncalibrated).
 TCPXO_CURVE = dict(EFA_CURVE)
@@ -100,8 +118,10 @@ EFA_P5 = Link.from_bandwidth(EFA_ALPHA_S, 3200e9 / 8 / 8, "efa", **EFA_CURVE)
 # machine-type docs; not re-read here) → 200 Gb/s = 25 GB/s per GPU.
 TCPXO = Link.from_bandwidth(EFA_ALPHA_S, 200e9 / 8, "tcpxo", **TCPXO_CURVE)
 # PCIe Gen5 x16: 32 GT/s × 16 lanes ≈ 64 GB/s per direction; Gen4 x16 half of that.
-PCIE_GEN5 = Link.from_bandwidth(PCIE_ALPHA_S, 64e9, "pcie")
-PCIE_GEN4 = Link.from_bandwidth(PCIE_ALPHA_S, 32e9, "pcie")
+PCIE_GEN5 = Link.from_bandwidth(PCIE_ALPHA_S, 64e9, "pcie", **PCIE_CURVE)
+PCIE_GEN4 = Link.from_bandwidth(PCIE_ALPHA_S, 32e9, "pcie", **PCIE_CURVE)
+# A TPU host's PCIe carries no NCCL, so no NCCL floor: textbook, like the TPU's other links.
+PCIE_GEN4_HOST = Link.from_bandwidth(PCIE_ALPHA_S, 32e9, "pcie")
 # 100 GbE: 100 Gb/s = 12.5 GB/s.
 ETHERNET_100G = Link.from_bandwidth(ETHERNET_ALPHA_S, 100e9 / 8, "ethernet")
 # TPU v5e ICI: 4.5e10 B/s one-way per link (scaling-book tpus.md). Sub-pod v5e axes (< 16)
@@ -217,7 +237,7 @@ def _tpu(name: str, device: DeviceSpec, ici: Link, pod: int, dcn: Link) -> Topol
     levels = (TopologyLevel(name="pod", devices=pod, link=ici),
               TopologyLevel(name="dcn", devices=None, link=dcn))
     return Topology(name=name, device=device, levels=levels,
-                    named_links={"ethernet": ETHERNET_100G, "pcie": PCIE_GEN4})
+                    named_links={"ethernet": ETHERNET_100G, "pcie": PCIE_GEN4_HOST})
 
 
 def _generic() -> Topology:

@@ -25,7 +25,7 @@ from autoshard.errors import (
     VerificationFailedError,
 )
 from autoshard.output_paths import file_in_the_way, write_refused
-from costmodel import CostModelError
+from costmodel import CostModelError, LaunchFloorWarning
 from graphs import GraphError
 from graphs.importers.unmapped import UnmappedOpsWarning
 from graphs.training import RECOMPUTE_CHOICES
@@ -101,9 +101,10 @@ def check_output_file(path: Path | None, force: bool, option: str,
                          "write")
 
 
-PRODUCT_WARNINGS = (UnmodelledFieldsWarning, UnmappedOpsWarning)
-"""Warnings about the user's input (config fields not modelled, ops not mapped): each one is
-shown once, as one ``autoshard: warning:`` line, when it happens."""
+PRODUCT_WARNINGS = (UnmodelledFieldsWarning, UnmappedOpsWarning, LaunchFloorWarning)
+"""Warnings about the user's input (config fields not modelled, ops not mapped, a written link
+below the measured floor): each one is shown as one ``autoshard: warning:`` line when it
+happens (a link's once per message: the links of a pipelined plan are built twice)."""
 
 
 @contextmanager
@@ -111,7 +112,8 @@ def one_line_warnings() -> Iterator[None]:
     """Inside, the product's warnings print as one stderr line each; others as usual."""
     with warnings.catch_warnings():
         for category in PRODUCT_WARNINGS:
-            warnings.simplefilter("always", category)
+            warnings.simplefilter("once" if category is LaunchFloorWarning else "always",
+                                  category)
         shown = warnings.showwarning
 
         def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:

@@ -165,7 +165,12 @@ def _json_summary(result: Plan, written: list[str]) -> str:
 @click.option("--topology", default="dgx-h100", show_default=True,
               help="A hardware preset name or a TOML topology file.")
 @click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
-              help="Override one axis's link: tp=nvlink or dp=alpha:5us,bw:25GB/s (repeatable).")
+              help="Override one axis's link: a name (tp=nvlink, dp=pcie) or "
+                   "dp=alpha:5us,bw:25GB/s, a textbook alpha-beta link: alpha is per "
+                   "algorithm step, with no per-collective launch floor unless launch:6.8us "
+                   "(NCCL's base latency) and pipeline:DURATION are added; a warning says when "
+                   "it prices small collectives below the topology's measured links "
+                   "(repeatable).")
 @click.option("--memory", default=None, help="Memory per device, e.g. 80GiB (default: the HBM).")
 @training_options("Plan")
 @click.option("--reserve", default="0", show_default=True,

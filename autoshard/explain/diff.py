@@ -3,8 +3,9 @@
 Placements are compared tensor by tensor and grouped by layer pattern as the plan summary
 groups them (``layers.*.attn.wq``: the same change in every layer is one row). Step time is
 split into compute, communication per collective kind and mesh axes (reshards and the
-collectives inside ops alike, every run counted) and the communication hidden behind compute
-(a negative row: step = compute + communication + hidden); memory into the categories at each
+collectives inside ops alike, every run counted), the communication hidden behind compute
+and that beside another mesh axis's (negative rows), and a pipeline's idle time: step =
+compute + communication + hidden + beside + idle; memory into the categories at each
 plan's peak. Collectives are
 matched by (tensor pattern, consumer pattern, kind, axes, bytes): what one plan runs and the
 other does not is added or removed.
@@ -152,7 +153,11 @@ def _time(a: Plan, b: Plan) -> tuple[Row, ...]:
             Row(section="time", item="communication", a=a.objective.comm_s,
                 b=b.objective.comm_s),
             Row(section="time", item="hidden behind compute", a=-a.objective.hidden_s,
-                b=-b.objective.hidden_s)]
+                b=-b.objective.hidden_s),
+            Row(section="time", item="beside other axes' communication",
+                a=-a.objective.concurrent_s, b=-b.objective.concurrent_s),
+            Row(section="time", item="pipeline idle", a=a.objective.bubble_s,
+                b=b.objective.bubble_s)]
     split_a, split_b = comm_split(a), comm_split(b)
     for key in sorted(set(split_a) | set(split_b)):
         rows.append(Row(section="time", item=f"  {key}", a=split_a.get(key, 0.0),

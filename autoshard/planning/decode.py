@@ -96,7 +96,8 @@ def _decode(graph: OpGraph, ops: list[Op], chosen: list[Strategy], edges: list[E
             src=tuple(str(p) for p in src.placements), dst=tuple(str(p) for p in dst.placements),
             collectives=_records(reshard, links),
             count=1 if role is None else runs(role, src, dst, tensor.shape, micro_batches),
-            overlap="" if role is None else overlap_label(role, ops))))
+            overlap="" if role is None else overlap_label(role, ops),
+            cover=1.0 if role is None or role.hider is None else role.cover)))
     return records
 
 

@@ -2,9 +2,11 @@
 
 A parameter gather hides behind the op it feeds (the prefetch runs while that op's
 predecessors compute, about as long as it does); a gradient reduction behind the op that
-produced the gradient. Per run it costs what that op's compute does not cover,
-``max(0, longest per-axis time − compute)`` (collectives on different mesh axes run side by
-side, each axis one stream), plus its local steps (slices). Both the collective and the hiding
+produced the gradient. Per run it costs what its cover does not,
+``max(0, longest per-axis time − cover)`` (collectives on different mesh axes run side by
+side, each axis one stream), plus its local steps (slices); the cover is the op's compute, or
+the edge's share of it when several edges hide behind one op (``EdgeRole.cover``), so that
+one op's compute hides no more than itself. Both the collective and the hiding
 op are ends of the same edge, so the cost is an edge matrix: the problem stays pairwise.
 """
 
@@ -37,7 +39,7 @@ def edge_matrix(edge: Edge, role: EdgeRole, strategies: list[tuple[Strategy, ...
     parts = reshard_axis_matrices(srcs, dsts, tensor.shape, tensor.dtype.itemsize, links,
                                   hbm_bw)
     busiest = parts[..., :-1].max(axis=-1)
-    compute = nodes[role.hider].compute
+    compute = role.cover * nodes[role.hider].compute
     cover = compute[None, :] if role.hider == v else compute[:, None]
     exposed = parts[..., -1] + np.maximum(busiest - cover, 0.0)
     return np.where(np.isfinite(matrix), exposed * runs, np.inf)

@@ -53,6 +53,7 @@ from autoshard.planning.progress import status
 from autoshard.planning.record import Objective, Plan, TensorRecord
 from autoshard.planning.shared_solve import SharedPricing
 from autoshard.planning.step import Overlap, StepOptions
+from autoshard.planning.step_parts import concurrent_seconds
 from autoshard.planning.step_problem import step_problem, step_seconds
 from autoshard.planning.throughput import throughput
 from autoshard.sharding.links import MeshLinks, resolve_topology
@@ -552,14 +553,17 @@ class _Planner:
         peak = self.memory.peak(solution.choices) + self.options.reserve
         breakdown = self.memory.breakdown(solution.choices)
         breakdown["reserve"] = self.options.reserve
-        # by difference, so a plan with nothing overlapped says 0 exactly, not rounding noise
-        hidden = max(compute + comm - total, 0.0) if any(r.overlap for r in reshards) else 0.0
+        # by difference, so a plan with nothing overlapped says 0 exactly, not rounding noise;
+        # what ran beside another axis's stream is not hidden behind compute (:mod:`.step_parts`)
+        overlapped = any(r.overlap for r in reshards)
+        concurrent = concurrent_seconds(reshards, m) if overlapped else 0.0
+        hidden = max(compute + comm - total - concurrent, 0.0) if overlapped else 0.0
         objective = Objective(
             total_s=total, compute_s=compute, comm_s=comm,
             lower_bound_s=float(min(solution.bound, total)), optimal=bool(solution.optimal),
             gap=float(solution.gap), status=str(solution.status.name).lower(),
             solve_s=self.timings.get("solve_s", 0.0), hidden_s=hidden,
-            micro_batches=m)
+            concurrent_s=concurrent, micro_batches=m)
         return Plan(
             model=self.options.model_name or self.graph.name,
             mesh=tuple(zip(self.mesh.axis_names, self.mesh.axis_sizes, strict=True)),

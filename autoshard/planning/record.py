@@ -5,7 +5,9 @@ explicit reshard with the collectives that implement it, and the solver's certif
 It round-trips through ``plan.json`` (format ``autoshard.plan/v1``, see docs/architecture.md) and
 renders as pandas DataFrames / CSV. The costs add up by construction: each per-op row and each
 per-collective row times its ``count`` (runs per step), summed, less ``objective.hidden_s``
-(communication that ran beside compute), equals ``objective.total_s``.
+(communication that ran beside compute) and ``objective.concurrent_s`` (beside another mesh
+axis's), equals ``objective.total_s`` (a pipelined plan's records are one stage model's; its
+objective is the stage that finishes last, plus ``objective.bubble_s``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ class ReshardRecord:
     # further consumers that read the result (one reshard per tensor and layout, run once
     # before ``consumer``, the first in topological order)
     shared_with: tuple[str, ...] = ()
+    # overlapped behind an op (``overlap == "op H"``): the share of H's compute it may hide
+    # behind (the reshards hidden behind one op split its compute by their tensors' bytes)
+    cover: float = 1.0
 
     @property
     def consumers(self) -> tuple[str, ...]:
@@ -141,7 +146,14 @@ class OpRecord:
 class Objective:
     """Seconds of one step. ``compute_s`` and ``comm_s`` count every run of every op and
     collective (their records' ``count``); ``hidden_s`` is the communication that ran beside
-    compute, so ``total_s = compute_s + comm_s - hidden_s``."""
+    compute (never more than the compute beside it), ``concurrent_s`` the communication that
+    ran beside another mesh axis's (the steps of one overlapped reshard pipelined across
+    axes, :mod:`autoshard.planning.step_parts`) and ``bubble_s`` the time the step waits with
+    nothing to run (a pipelined plan's bubble and point-to-point transfers), so ``total_s =
+    compute_s + comm_s - hidden_s - concurrent_s + bubble_s``. A pipelined plan's parts are
+    those of the stage that finishes last. Plans written before ``concurrent_s`` and
+    ``bubble_s`` existed have them 0 (their ``hidden_s`` counted both overlaps; a pipelined
+    one's parts were an average stage's and did not add up)."""
 
     total_s: float
     compute_s: float
@@ -153,6 +165,8 @@ class Objective:
     solve_s: float
     hidden_s: float = 0.0
     micro_batches: int = 1
+    concurrent_s: float = 0.0
+    bubble_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -309,7 +323,8 @@ def _reshard_dict(r: ReshardRecord) -> dict[str, Any]:
             "src": list(r.src), "dst": list(r.dst),
             "collectives": [_collective_dict(c) for c in r.collectives],
             "count": r.count, "overlap": r.overlap,
-            **({"shared_with": list(r.shared_with)} if r.shared_with else {})}
+            **({"shared_with": list(r.shared_with)} if r.shared_with else {}),
+            **({"cover": r.cover} if r.cover != 1.0 else {})}
 
 
 def _collective(d: Mapping[str, Any]) -> CollectiveRecord:
@@ -344,7 +359,8 @@ def _plan_from_dict(d: Mapping[str, Any]) -> Plan:
                                      dst=tuple(r["dst"]),
                                      collectives=tuple(_collective(c) for c in r["collectives"]),
                                      count=int(r.get("count", 1)), overlap=r.get("overlap", ""),
-                                     shared_with=tuple(r.get("shared_with", ())))
+                                     shared_with=tuple(r.get("shared_with", ())),
+                                     cover=float(r.get("cover", 1.0)))
                        for r in d["reshards"]),
         fingerprint=d["fingerprint"],
         notes=tuple(d.get("notes", ())),

@@ -21,9 +21,14 @@ on the critical path. The step here has:
 
 How overlapped traffic hides (:class:`Overlap`): ``OP`` (the default) hides each collective
 behind the compute of the op it feeds (a gather) or the op that produced it (a gradient
-reduction): it costs ``max(0, longest per-axis time − that op's compute)`` per run, a cost of
-the two ops it joins, so the problem keeps its pairwise form, its exact reductions and its
-tight LP, and stays provably optimal at the old speed. On a transformer's matmuls this is
+reduction): it costs ``max(0, longest per-axis time − its cover)`` per run, a cost of the two
+ops it joins, so the problem keeps its pairwise form, its exact reductions and its tight LP,
+and stays provably optimal at the old speed. The cover is that op's compute, split among the
+collectives hidden behind the same op (a norm's weight and bias gathers, :func:`edge_roles`)
+in proportion to their tensors' bytes, so one op's compute is never counted twice: the
+communication hidden behind an op never exceeds its compute (pooling them, ``max(0, Σ −
+compute)``, would join three ops and break the pairwise form; the split prices each at least
+as high). On a transformer's matmuls this is
 close to pooling a whole layer: a weight's gather and its matmul both grow with the weight,
 so their ratio is the same for every weight of a layer. ``LAYER`` pools: per layer and phase
 one :class:`solver.Window` runs the phase's compute on one stream and each mesh axis's
@@ -122,6 +127,9 @@ class EdgeRole:
     hider: int | None = None
     slot: tuple[Phase, int] | None = None
     whole: bool = False  # a SYNC whose gradient accumulates whole: once per step, every pair
+    # the share of the hider's compute this edge may hide behind (the edges hidden behind one
+    # op split it by their tensors' bytes; 1 when it hides alone)
+    cover: float = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,7 +170,33 @@ def edge_roles(graph: OpGraph, ops: list[Op], edges: list[Edge], loops: list[Edg
     if options.whole_gradients:
         roles = (dataclasses.replace(r, whole=True) if r.traffic is Traffic.SYNC else r
                  for r in roles)
-    return tuple(roles) + tuple(_loop_role(ops, edge, mode) for edge in loops)
+    return _split_covers(graph, edges, tuple(roles)) + tuple(
+        _loop_role(ops, edge, mode) for edge in loops)
+
+
+def _split_covers(graph: OpGraph, edges: list[Edge], roles: tuple[EdgeRole, ...]
+                  ) -> tuple[EdgeRole, ...]:
+    """Each op's compute split among the edges hidden behind it, by their tensors' bytes (a
+    choice-free weight, so each edge's price stays a function of its two ends; a gather's time
+    grows with its tensor, so the split follows the times when the layouts agree).
+
+    Example: a LayerNorm's weight and bias, 768 elements each, hide behind the norm with half
+    its compute each; a Linear's 768×3072 weight and 3072 bias, with 768/769 and 1/769."""
+    weights: dict[int, float] = {}
+    for edge, role in zip(edges, roles, strict=True):
+        if role.hider is not None:
+            weights[role.hider] = weights.get(role.hider, 0.0) + _edge_bytes(graph, edge)
+    out = []
+    for edge, role in zip(edges, roles, strict=True):
+        total = weights.get(role.hider, 0.0) if role.hider is not None else 0.0
+        share = _edge_bytes(graph, edge) / total if total > 0 else 1.0
+        out.append(role if share == 1.0 else dataclasses.replace(role, cover=share))
+    return tuple(out)
+
+
+def _edge_bytes(graph: OpGraph, edge: Edge) -> float:
+    tensor = graph.tensors[edge[3][0]]
+    return float(math.prod(tensor.shape)) * tensor.dtype.itemsize
 
 
 STORED_KINDS = ("param", "state")

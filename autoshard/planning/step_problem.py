@@ -49,7 +49,7 @@ def step_problem(graph: OpGraph, ops: list[Op], strategies: list[tuple[Strategy,
     for edge, role in zip((*edges, *loops), roles, strict=True):
         u, v, matrix, _ = edge
         hider = None if role.hider is None else (role.hider == v, id(nodes[role.hider]))
-        key = (id(matrix), role.traffic, role.count, hider)
+        key = (id(matrix), role.traffic, role.count, hider, role.cover)
         step_matrix = cache.get(key)
         if step_matrix is None:
             step_matrix = edge_matrix(edge, role, strategies, nodes, graph, links, hbm_bw, m)
@@ -92,11 +92,12 @@ def step_seconds(ops: list[Op], op_records: dict[str, OpRecord],
 
 def exposed_seconds(record: ReshardRecord, op_records: Mapping[str, OpRecord]) -> float:
     """Seconds of one run of ``record`` on the critical path: all of it when exposed, what
-    the hiding op's compute does not cover when overlapped behind one op (``op ...``); a
-    collective pooled in a layer window (``layer ...``) is counted in full here."""
+    its share of the hiding op's compute (``record.cover``) does not cover when overlapped
+    behind one op (``op ...``); a collective pooled in a layer window (``layer ...``) is
+    counted in full here."""
     if not record.overlap.startswith("op "):
         return record.seconds
     hider = op_records[record.overlap.removeprefix("op ")]
     local = sum(c.seconds for c in record.collectives if c.kind in LOCAL_KINDS)
     busiest = max(axis_seconds(record).values(), default=0.0)
-    return local + max(0.0, busiest - hider.compute_s)
+    return local + max(0.0, busiest - record.cover * hider.compute_s)

@@ -43,20 +43,13 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
              + f"  on {plan.topology}"]
     for link in plan.links:
         lines.append("  " + "  ".join(f"{k}={v}" for k, v in link.items()))
-    obj = plan.objective
-    exposed = obj.comm_s - obj.hidden_s
-    share = exposed / obj.total_s if obj.total_s else 0.0
-    runs = f", {obj.micro_batches} micro-batches" if obj.micro_batches > 1 else ""
-    lines.append(f"step time  {format_seconds(obj.total_s)}  (compute "
-                 f"{format_seconds(obj.compute_s)}, communication {format_seconds(obj.comm_s)}"
-                 f" of which {format_seconds(obj.hidden_s)} hidden behind compute, "
-                 f"{share:.1%} of the step exposed{runs})")
+    lines.append(_step_line(plan))
     if plan.throughput:
         rate = plan.throughput
         mfu = "" if rate.get("mfu") is None else f", MFU {rate['mfu']:.1%}"
         lines.append(f"throughput {rate['tokens_per_s_per_device']:,.0f} tokens/s per device "
                      f"({rate['tokens_per_step']:,} tokens per step{mfu})")
-    lines.append(_solver_line(obj))
+    lines.append(_solver_line(plan.objective))
     limit = format_bytes(plan.limit_bytes) if plan.limit_bytes else "none"
     lines.append(f"memory     {format_bytes(plan.peak_bytes_per_device)} per device "
                  f"(limit {limit})" + _breakdown(plan.memory_breakdown))
@@ -74,6 +67,29 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     if outputs:
         lines.append("wrote      " + ", ".join(outputs))
     return "\n".join(lines)
+
+
+def _step_line(plan: Plan) -> str:
+    """The step time and parts that add up to it: compute, plus communication less what hid
+    behind compute or ran beside another axis's, plus a pipeline's idle time (a pipelined
+    plan's parts are those of the stage that finishes last, which the line names)."""
+    obj = plan.objective
+    exposed = obj.comm_s - obj.hidden_s - obj.concurrent_s
+    share = exposed / obj.total_s if obj.total_s else 0.0
+    beside = (f" and {format_seconds(obj.concurrent_s)} beside other mesh axes' communication"
+              if obj.concurrent_s else "")
+    pipeline = plan.pipeline if plan.pipeline and "critical_stage" in plan.pipeline else None
+    idle = ("" if pipeline is None else
+            f", idle {format_seconds(obj.bubble_s)} in the pipeline's bubble and transfers")
+    notes = [f"{share:.1%} of the step exposed"]
+    if obj.micro_batches > 1:
+        notes.append(f"{obj.micro_batches} micro-batches")
+    if pipeline is not None:
+        notes.append(f"stage {pipeline['critical_stage']}, which finishes last")
+    return (f"step time  {format_seconds(obj.total_s)}  (compute "
+            f"{format_seconds(obj.compute_s)}, communication {format_seconds(obj.comm_s)}"
+            f" of which {format_seconds(obj.hidden_s)} hidden behind compute{beside}{idle}; "
+            f"{'; '.join(notes)})")
 
 
 BREAKDOWN_ORDER = ("params", "grads", "optimizer", "activations", "inputs", "reserve")

@@ -22,13 +22,25 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from autoshard.errors import AutoshardError, TopologyError
 from autoshard.sharding.mesh import Mesh
-from costmodel import CostModelError, Link, Topology, get_preset, load_topology, parse_link_spec
+from costmodel import (
+    NCCL_BASE_LATENCY_S,
+    PROBE_BYTES,
+    CostModelError,
+    LaunchFloorWarning,
+    Link,
+    Topology,
+    get_preset,
+    load_topology,
+    parse_link_spec,
+    undercut_floor,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -183,8 +195,29 @@ def _resolve_overrides(mesh: Mesh, topology: Topology,
             message = (f'--link names mesh axis "{axis}", which is not in the mesh '
                        f'(mesh axes: {", ".join(names)}); use one of those names')
             raise MeshLinksError(message, axis=axis)
-        chosen[axis] = spec if isinstance(spec, Link) else _parse(spec, axis, topology)
+        if isinstance(spec, Link):
+            chosen[axis] = spec
+            continue
+        chosen[axis] = _parse(spec, axis, topology)
+        _warn_below_floor(spec, axis, mesh.axis_size(axis), chosen[axis], topology)
     return chosen
+
+
+def _warn_below_floor(spec: str, axis: str, size: int, link: Link, topology: Topology) -> None:
+    """A written alpha-beta link that prices a small all-reduce over the axis below the
+    topology's measured curves gets a :class:`costmodel.LaunchFloorWarning` (once per message:
+    a pipelined plan builds its links twice)."""
+    gap = undercut_floor(link, size, topology)
+    if gap is None:
+        return
+    message = (f"--link {axis}={spec} is a textbook alpha-beta link (alpha per algorithm step, "
+               f"no per-collective launch floor): an all-reduce of {PROBE_BYTES:g} bytes over "
+               f"its {size} ranks costs {gap.textbook_s * 1e6:.3g} us, below the "
+               f"{gap.floor_s * 1e6:.3g} us of the measured {gap.floor_link} curve of "
+               f"{topology.name}; add launch:{NCCL_BASE_LATENCY_S * 1e6:g}us (NCCL's base "
+               f"latency) and pipeline:DURATION to price it like the measured links, or name a "
+               f"link (nvlink, ib, pcie)")
+    warnings.warn(message, LaunchFloorWarning, stacklevel=2)
 
 
 def _parse(spec: str, axis: str, topology: Topology) -> Link:

@@ -21,7 +21,7 @@ from autoshard.sweep.table import COLUMNS
 
 STUDY_KEYS = ("model", "mode", "batch", "seq", "topology", "links")
 NUMERIC = ("devices", "axes", "batch", "seq", "total_s", "compute_s", "comm_s", "hidden_s",
-           "comm_share",
+           "concurrent_s", "bubble_s", "comm_share",
            "tokens_per_s", "peak_bytes_per_device", "limit_bytes", "gap", "top_collective_s",
            "solve_s", "wall_s", "micro_batch", "micro_batches", "bubble_fraction")
 GIB = 2.0**30
@@ -108,14 +108,16 @@ def _width(table: pd.DataFrame) -> float:
 
 def plot_step_time(table: pd.DataFrame, path: Path, caption: str) -> Path:
     """Stacked compute + exposed communication milliseconds per mesh (the step time; the
-    communication hidden behind compute is not drawn), one subplot per study."""
+    communication hidden behind compute or beside another axis's is not drawn), one subplot
+    per study."""
     groups = studies(table)
     fig, axes = _figure(len(groups), _width(table), 3.6)
     for ax, (label, rows) in zip(axes, groups, strict=True):
         positions = range(len(rows))
         compute = rows["compute_s"].fillna(0.0) * 1e3
         hidden = rows["hidden_s"].fillna(0.0) if "hidden_s" in rows else 0.0
-        comm = (rows["comm_s"].fillna(0.0) - hidden) * 1e3
+        beside = rows["concurrent_s"].fillna(0.0) if "concurrent_s" in rows else 0.0
+        comm = (rows["comm_s"].fillna(0.0) - hidden - beside) * 1e3
         ax.bar(positions, compute, color="#4c72b0", label="compute")
         ax.bar(positions, comm, bottom=compute, color="#dd8452", label="exposed communication")
         bubble = (rows["total_s"].fillna(0.0) * 1e3 - compute - comm).clip(lower=0.0)

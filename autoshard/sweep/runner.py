@@ -143,8 +143,9 @@ def plan_row(point: Point, result: Plan) -> dict[str, Any]:
     kind, axes, seconds = top_collective(result)
     return {**base_row(point), "total_s": objective.total_s, "compute_s": objective.compute_s,
             "comm_s": objective.comm_s, "hidden_s": objective.hidden_s,
-            "comm_share": ((objective.comm_s - objective.hidden_s) / objective.total_s
-                           if objective.total_s else 0.0),
+            "concurrent_s": objective.concurrent_s, "bubble_s": objective.bubble_s,
+            "comm_share": ((objective.comm_s - objective.hidden_s - objective.concurrent_s)
+                           / objective.total_s if objective.total_s else 0.0),
             "tokens_per_s": tokens, "peak_bytes_per_device": result.peak_bytes_per_device,
             "limit_bytes": result.limit_bytes, "feasible": True,
             "optimal": objective.optimal, "gap": objective.gap, "status": objective.status,

@@ -20,13 +20,16 @@ logger = logging.getLogger(__name__)
 
 COLUMNS = (
     "point", "model", "mode", "devices", "axes", "mesh", "topology", "links", "batch", "seq",
-    "training", "total_s", "compute_s", "comm_s", "hidden_s", "comm_share", "tokens_per_s",
-    "peak_bytes_per_device", "limit_bytes", "feasible", "optimal", "gap", "status",
-    "top_collective", "top_collective_axes", "top_collective_s", "solve_s", "wall_s", "plan",
-    "error_kind", "error", "micro_batch", "schedule", "micro_batches", "bubble_fraction",
+    "training", "total_s", "compute_s", "comm_s", "hidden_s", "concurrent_s", "bubble_s",
+    "comm_share", "tokens_per_s", "peak_bytes_per_device", "limit_bytes", "feasible",
+    "optimal", "gap", "status", "top_collective", "top_collective_axes", "top_collective_s",
+    "solve_s", "wall_s", "plan", "error_kind", "error", "micro_batch", "schedule",
+    "micro_batches", "bubble_fraction",
 )
-"""Column order of ``sweep.csv``. ``total_s = compute_s + comm_s - hidden_s`` (communication
-hidden behind compute); ``comm_share`` is the exposed communication's share of the step.
+"""Column order of ``sweep.csv``. ``total_s = compute_s + comm_s - hidden_s - concurrent_s +
+bubble_s`` (communication hidden behind compute, and beside another mesh axis's; a pipelined
+point's idle time, its parts those of the stage that finishes last); ``comm_share`` is the
+exposed communication's share of the step.
 ``peak_bytes_per_device`` of a point infeasible for memory is the smallest peak any plan
 needs; ``plan`` is relative to the sweep directory. Pipelined points (a ``pp`` axis) fill
 the last four: samples per micro-batch and replica, the schedule, micro-batches per step and

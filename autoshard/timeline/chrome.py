@@ -18,8 +18,9 @@ digits shifted three places and cut (``json_trace_tokenizer.cc`` at
 ``int64(dur · 1000.0)``, cut toward zero (``json_trace_parser_impl.cc`` at
 ``74fbed7d43de71e92e8042f931c76a2662554efc``). :func:`microseconds` writes each value so that
 both readings give the same nanoseconds. Slices of one thread that overlap without nesting
-cannot all be shown; where the model lets an axis run two things at once (several reshards
-hidden behind one op), the track gets a second lane, a thread named ``dp #2``.
+cannot all be shown; the schedules here never put two slices on one axis at once (each axis is
+one stream), but should any slices overlap (a hand-made timeline), the track gets a second
+lane, a thread named ``dp #2``, rather than a file that hides one of them.
 
 :func:`trace_events` takes any slices and tracks: a schedule of several pipeline stages (one
 process each) writes through it unchanged.

@@ -5,21 +5,23 @@ A :class:`Layout` keeps ``now``, the time the compute stream is free, and append
 * :meth:`exposed`: a reshard the compute waits for. Its collectives run one after the other;
   each holds every mesh axis it spans at once (it appears on each of their tracks at the same
   time), and its local steps (slices, copies in HBM) run on the compute track.
-* :meth:`op`: an op's compute, then its intra-op collectives (exposed). Collectives hidden
-  behind the op (:mod:`autoshard.planning.overlap_op`) start when its compute starts; per mesh
-  axis they run back to back, since the model prices each axis as one stream and a reshard by
-  its busiest axis. The compute stream moves on after the op's compute plus what each hidden
-  reshard's busiest axis exceeds it by: exactly the seconds the op model charges. Several
-  reshards hidden behind one op each have the op's whole compute to hide behind (the model
-  prices them pairwise), so they start together and the writer gives an axis a second lane.
+* :meth:`op`: an op's compute, then its intra-op collectives (exposed). Reshards hidden
+  behind the op (:mod:`autoshard.planning.overlap_op`) start when its compute starts, one after
+  another: each has its share of the op's compute (``ReshardRecord.cover``) and takes the
+  longer of that share and its busiest axis, the window the op model prices it in. Inside it,
+  the reshard's steps run pipelined across their axes (:mod:`.chain`: staggered, each axis one
+  step at a time, the chain as long as its busiest axis). The compute stream moves on after
+  the op's compute plus what each hidden reshard's busiest axis exceeds its share by: exactly
+  the seconds the op model charges. (A plan written before the shares existed gave each
+  reshard the op's whole compute; its reshards start together, as it priced them.)
 * :meth:`window`: the layer model's window (:mod:`autoshard.planning.overlap_layer`): its
-  ops' compute on the compute track and each axis's collectives on its track, all starting
-  together; the window lasts its busiest stream.
+  ops' compute on the compute track and its records' chains on the axis tracks, all from the
+  window's start; the window lasts its busiest stream.
 
-The model charges per axis, not per collective: a collective over two axes holds both in the
-cost of an exposed reshard, but in a hidden one each axis's share is laid out on its own track,
-so the two tracks may show it at different times. That is what the model counts; a real
-collective over two axes would need both at once.
+The model charges per axis, not per collective: a collective over two axes holds both at once
+when the chain can be drawn that way; otherwise (:mod:`.chain`'s last resort) each axis's
+share is laid out on its own track and the two tracks may show it at different times. That is
+what the model counts; a real collective over two axes would need both at once.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from autoshard.planning.record import CollectiveRecord, ReshardRecord
 from autoshard.planning.step import LOCAL_KINDS, Phase, axis_seconds
 from autoshard.timeline.anchors import OpInfo
+from autoshard.timeline.chain import chain_starts
 from autoshard.timeline.slices import Category, Slice, Track
 
 
@@ -82,12 +85,15 @@ class Layout:
         if not _is_idle_source(op):
             self.add(self.compute, op.name, start, compute_s, Category.COMPUTE,
                      {**op_args(op), **context})
-        stall, ends = 0.0, [start + compute_s]
+        together = sum(r.cover for r in hidden) > 1.0 + 1e-9  # a plan priced before shares
+        stall, cursor, ends = 0.0, start, [start + compute_s]
         for record in hidden:
             args = {**reshard_args(record), **context, **layer_arg(op), "hides_behind": op.name}
-            ends.extend(self.streams(start, [(record, args)]).values())
+            ends.extend(self.streams(start if together else cursor, [(record, args)]).values())
             busiest = max(axis_seconds(record).values(), default=0.0)
-            stall += max(0.0, busiest - compute_s)
+            cover = record.cover * compute_s
+            stall += max(0.0, busiest - cover)
+            cursor += max(busiest, cover)
         # the model's seconds; the max only absorbs rounding (the streams end by then)
         self.now = max(start + compute_s + stall, *ends)
         for record in hidden:
@@ -135,19 +141,20 @@ class Layout:
 
     def streams(self, start_s: float,
                 records: list[tuple[ReshardRecord, Mapping[str, Any]]]) -> dict[str, float]:
-        """Overlapped collectives from ``start_s``: per mesh axis back to back (one stream
-        per axis); return when each axis's stream ends."""
+        """Overlapped reshards from ``start_s``, each a chain pipelined across its axes
+        (:func:`.chain.chain_starts`: one step per axis at a time, all within the busiest
+        axis's seconds); return when each axis's stream ends."""
+        chains = [[c for c in record.collectives if c.kind not in LOCAL_KINDS and c.axes]
+                  for record, _ in records]
         ends: dict[str, float] = {}
-        for record, args in records:
-            for collective in record.collectives:
-                if collective.kind in LOCAL_KINDS:
-                    continue
+        for (record, args), chain, starts in zip(records, chains,
+                                                 chain_starts(chains, start_s), strict=True):
+            for collective, begins in zip(chain, starts, strict=True):
                 merged = {**args, **collective_args(collective)}
-                for axis in collective.axes:
-                    begin = ends.get(axis, start_s)
-                    ends[axis] = self.add(self.axis(axis), f"{collective.kind} {record.tensor}",
-                                          begin, collective.seconds, Category.OVERLAPPED,
-                                          merged)
+                for axis, begin in begins.items():
+                    end = self.add(self.axis(axis), f"{collective.kind} {record.tensor}",
+                                   begin, collective.seconds, Category.OVERLAPPED, merged)
+                    ends[axis] = max(ends.get(axis, start_s), end)
         return ends
 
     # ---- marks -----------------------------------------------------------------------------

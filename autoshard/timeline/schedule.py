@@ -4,7 +4,8 @@ The step runs its micro-batches one after the other, each the forward and backwa
 plan's (topological) order, then the optimizer ops once (:mod:`.anchors` says which record runs
 where and how often). Each op's slot on the compute track is the model's price for it
 (:mod:`.layout`): exposed reshards stop the compute while they run, hidden ones run beside the
-op they hide behind and stop it only by what that op's compute does not cover, and with the
+op they hide behind and stop it only by what their share of that op's compute does not cover
+(their steps pipelined across mesh axes, :mod:`.chain`), and with the
 layer model each (phase, layer) window runs its compute and its axes' traffic side by side.
 So the timeline ends at the plan's step time, ``plan.objective.total_s``, whatever the overlap
 model, and works on any saved plan.json: older files without per-record counts are single

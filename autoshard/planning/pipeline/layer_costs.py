@@ -6,7 +6,11 @@ say, per op, the seconds of one run and the local shapes. Here they are summed p
 (input gradients) and W (the ops that produce a parameter's gradient, which the zero-bubble
 schedule defers); and the tail that runs once per step (the gradient sync into the optimizer
 and the optimizer itself). Each reshard is charged to its consumer op, at what the step model
-charges it (exposed in full, or what the op it hides behind does not cover). Ops outside every
+charges it (exposed in full, or what the op it hides behind does not cover). Beside those
+seconds each part keeps what they are made of (its ops' compute, its communication with every
+collective counted once, and the part of that which ran beside another mesh axis's), per
+micro-batch and per step, so that a stage's step splits into compute, exposed, hidden and
+idle time that add up (:func:`.record.pipeline_objective`). Ops outside every
 layer are the embedding (``pre``: before the first layer's forward) or the head and loss
 (``post``), placed on the first and last stage.
 
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 
 from autoshard.planning.layers import layer_of
 from autoshard.planning.record import Plan
+from autoshard.planning.step_parts import beside_seconds
 from autoshard.planning.step_problem import exposed_seconds
 from graphs import Op, OpGraph, TensorRole
 
@@ -46,6 +51,15 @@ class PartCost:
     static_bytes: float = 0.0
     activation_bytes: float = 0.0
     weight_bytes: float = 0.0  # what a deferred W keeps from its B to itself
+    # what the seconds above are made of, per micro-batch (forward + backward) and per step
+    # (tail): the ops' compute, the communication (every collective once, hidden or not) and,
+    # of that, what ran beside another mesh axis's (:mod:`autoshard.planning.step_parts`)
+    ops_compute_s: float = 0.0
+    comm_s: float = 0.0
+    concurrent_s: float = 0.0
+    tail_compute_s: float = 0.0
+    tail_comm_s: float = 0.0
+    tail_concurrent_s: float = 0.0
 
     def __add__(self, other: PartCost) -> PartCost:
         return PartCost(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
@@ -61,7 +75,8 @@ class PartCost:
 
 def _fields(cost: PartCost) -> tuple[float, ...]:
     return (cost.forward_s, cost.backward_s, cost.weight_s, cost.tail_s, cost.static_bytes,
-            cost.activation_bytes, cost.weight_bytes)
+            cost.activation_bytes, cost.weight_bytes, cost.ops_compute_s, cost.comm_s,
+            cost.concurrent_s, cost.tail_compute_s, cost.tail_comm_s, cost.tail_concurrent_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +105,10 @@ def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
     phase = {op.name: _phase(graph, op) for op in ops}
     m = max(plan.objective.micro_batches, 1)
     for op in ops:
-        record = plan.ops[op.name]
-        per_run = record.compute_s + record.comm_s
-        sums[part_of[op.name]][phase[op.name]] += per_run * (record.count / m
-                                                             if phase[op.name] != "tail"
-                                                             else record.count)
+        record, where = plan.ops[op.name], phase[op.name]
+        scale = record.count / m if where != "tail" else record.count
+        sums[part_of[op.name]][where] += scale * (record.compute_s + record.comm_s)
+        _made_of(sums[part_of[op.name]], where, scale, record.compute_s, record.comm_s, 0.0)
     readers = _layer_readers(graph, ops, part_of)
     for reshard in plan.reshards:
         consumer = reshard.consumer if reshard.consumer in part_of else reshard.producer
@@ -104,6 +118,7 @@ def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
         scale = reshard.count / m if where != "tail" else reshard.count
         part = _charged_to(reshard.producer, consumer, reshard.tensor, part_of, readers)
         sums[part][where] += scale * exposed_seconds(reshard, plan.ops)
+        _made_of(sums[part], where, scale, 0.0, reshard.seconds, beside_seconds(reshard))
     for part, static, saved in _bytes(graph, ops, plan, part_of, phase):
         sums[part]["static"] += static
         sums[part]["saved"] += saved
@@ -116,6 +131,16 @@ def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
                                                                         part_of),
                       into=_cost(sums[INTO]).scaled(1.0 / edges),
                       out_of=_cost(sums[OUT_OF]).scaled(1.0 / edges))
+
+
+def _made_of(sums: dict[str, float], where: str, scale: float, compute_s: float,
+             comm_s: float, concurrent_s: float) -> None:
+    """Add one record's compute, communication and beside-another-axis seconds to a part,
+    per step for the tail and per micro-batch otherwise."""
+    prefix = "tail_" if where == "tail" else ""
+    sums[prefix + "ops_compute"] += scale * compute_s
+    sums[prefix + "comm"] += scale * comm_s
+    sums[prefix + "concurrent"] += scale * concurrent_s
 
 
 PRE, POST = -1, -2
@@ -292,4 +317,9 @@ def _cost(sums: dict[str, float]) -> PartCost:
                     weight_s=sums.get("weight", 0.0), tail_s=sums.get("tail", 0.0),
                     static_bytes=sums.get("static", 0.0),
                     activation_bytes=sums.get("saved", 0.0),
-                    weight_bytes=sums.get("residual", 0.0))
+                    weight_bytes=sums.get("residual", 0.0),
+                    ops_compute_s=sums.get("ops_compute", 0.0), comm_s=sums.get("comm", 0.0),
+                    concurrent_s=sums.get("concurrent", 0.0),
+                    tail_compute_s=sums.get("tail_ops_compute", 0.0),
+                    tail_comm_s=sums.get("tail_comm", 0.0),
+                    tail_concurrent_s=sums.get("tail_concurrent", 0.0))

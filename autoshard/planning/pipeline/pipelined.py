@@ -329,7 +329,7 @@ def _pipelined_plan(forward: OpGraph, mesh: Mesh, topo: Topology, links: MeshLin
                 "pp": setting.stages}
     return dataclasses.replace(
         intra, mesh=tuple(zip(mesh.axis_names, mesh.axis_sizes, strict=True)),
-        objective=pipeline_objective(intra, choice, setting, stage_layers),
+        objective=pipeline_objective(intra, choice, setting),
         peak_bytes_per_device=max(choice.stage_bytes) + reserve,
         limit_bytes=setting.limit_bytes + reserve,  # the device's, not the stage model's budget
         memory_breakdown=_breakdown(choice, setting, reserve),

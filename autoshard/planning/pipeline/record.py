@@ -18,8 +18,10 @@ NOTES = (
     "with as many layers as the largest stage; every stage uses these layouts",
     "pipelined: objective.total_s is the simulated step (schedule timeline with bubbles, "
     "point-to-point transfers on the pp link and per-stage gradient sync and optimizer "
-    "tails); compute_s, comm_s and hidden_s are one average stage's share of the intra-stage "
-    "plan's; lower_bound_s is the busiest stage's work (no bubble)",
+    "tails); compute_s, comm_s, hidden_s and concurrent_s are those of the stage that "
+    "finishes last (pipeline.critical_stage), bubble_s its idle time (bubble and transfer "
+    "waits), so total_s = compute_s + comm_s - hidden_s - concurrent_s + bubble_s; "
+    "lower_bound_s is the busiest stage's work (no bubble)",
     "pipelined: a stage boundary pays the reshards of a layer boundary of the stage model "
     "(boundary_reshard, per micro-batch: the activation and its saved copy re-laid out on the "
     "receiving stage, the gradient on the sending one) besides the point-to-point transfer",
@@ -70,18 +72,36 @@ def pipeline_record(mesh: Mesh, choice: Choice, setting: Setting, intra: Plan,
                                  "receiver_s": into, "sender_s": out_of},
             "chunk_costs": [[c.forward_s, c.backward_s, c.weight_s]
                             for c in choice.cut.chunks],
+            "critical_stage": critical_stage(choice),
             "stage_model_layers": stage_layers, "intra_stage_total_s":
                 intra.objective.total_s, "stage": stages, "notes": NOTES}
 
 
-def pipeline_objective(intra: Plan, choice: Choice, setting: Setting,
-                       stage_layers: int) -> Objective:
-    model_layers = sum(choice.cut.layers)
-    share = model_layers / setting.stages / max(stage_layers, 1)
-    obj = intra.objective
-    bound = max(b + part.tail_s for b, part in zip(choice.timeline.busy_s, choice.stage_parts,
-                                                   strict=True))
+def critical_stage(choice: Choice) -> int:
+    """The stage that finishes last (its last task, then its tail): the step's end."""
+    ends = [f + part.tail_s for f, part in zip(choice.timeline.finish_s, choice.stage_parts,
+                                               strict=True)]
+    return max(range(len(ends)), key=lambda s: (ends[s], -s))
+
+
+def pipeline_objective(intra: Plan, choice: Choice, setting: Setting) -> Objective:
+    """The step split as the stage that finishes last spends it, so the parts add up:
+
+    ``busy + tail`` is its tasks and tail (``m`` micro-batches of its chunks' forward and
+    backward, then its gradient sync and optimizer), made of its ops' compute and its exposed
+    communication; ``bubble = step − busy − tail`` is the time it waits (warm-up, cool-down,
+    transfers). Communication counts every collective once; of it, ``concurrent`` ran beside
+    another mesh axis's and ``hidden = compute + comm − busy − tail − concurrent`` beside
+    compute (by difference, as a plan's; at most the compute)."""
+    s, m = critical_stage(choice), setting.micro_batches
+    part, timeline = choice.stage_parts[s], choice.timeline
+    worked = timeline.busy_s[s] + part.tail_s
+    compute = m * part.ops_compute_s + part.tail_compute_s
+    comm = m * part.comm_s + part.tail_comm_s
+    concurrent = m * part.concurrent_s + part.tail_concurrent_s
+    bound = max(b + p.tail_s for b, p in zip(timeline.busy_s, choice.stage_parts, strict=True))
     return dataclasses.replace(
-        obj, total_s=choice.timeline.step_s, compute_s=obj.compute_s * share,
-        comm_s=obj.comm_s * share, hidden_s=obj.hidden_s * share,
-        lower_bound_s=min(bound, choice.timeline.step_s))
+        intra.objective, total_s=timeline.step_s, compute_s=compute, comm_s=comm,
+        hidden_s=max(compute + comm - worked - concurrent, 0.0), concurrent_s=concurrent,
+        bubble_s=max(timeline.step_s - worked, 0.0),
+        lower_bound_s=min(bound, timeline.step_s))

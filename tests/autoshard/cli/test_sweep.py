@@ -62,7 +62,8 @@ def test_sweep_writes_one_row_per_mesh_with_the_documented_columns(gpt_sweep: Pa
         assert row["feasible"] == "True" and row["error"] == ""
         total = float(row["total_s"])
         assert math.isclose(total, float(row["compute_s"]) + float(row["comm_s"])
-                            - float(row["hidden_s"]), rel_tol=1e-9)
+                            - float(row["hidden_s"]) - float(row["concurrent_s"])
+                            + float(row["bubble_s"]), rel_tol=1e-9)
         assert math.isclose(float(row["tokens_per_s"]), 4 * 64 / total, rel_tol=1e-12)
         assert float(row["peak_bytes_per_device"]) <= float(row["limit_bytes"])
 

@@ -40,7 +40,9 @@ def test_placements_time_memory_and_collectives_add_up(plans) -> None:
     assert wq and wq[0].b == "R S(1)" and wq[0].tensors == 2
     rows = {r.item.strip(): r for r in diff.time}
     assert rows["step"].b == pytest.approx(rows["compute"].b + rows["communication"].b
-                                           + rows["hidden behind compute"].b)
+                                           + rows["hidden behind compute"].b
+                                           + rows["beside other axes' communication"].b
+                                           + rows["pipeline idle"].b)
     kinds = [r for r in diff.time if r.item.startswith("  ")]
     assert sum(r.b for r in kinds) == pytest.approx(b.objective.comm_s, rel=1e-9)
     assert sum(r.a for r in kinds) == pytest.approx(a.objective.comm_s, rel=1e-9)

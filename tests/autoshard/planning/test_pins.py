@@ -136,8 +136,8 @@ def test_every_tensor_pinned_from_a_plan_reproduces_that_plan(graph, auto) -> No
         {n: r.placements for n, r in auto.tensors.items()}
     # the ops keep the step's time; where two strategies of an op cost the same (a
     # collective hidden behind either), which one runs is not part of the layouts pinned
-    assert again.objective.comm_s - again.objective.hidden_s == pytest.approx(
-        auto.objective.comm_s - auto.objective.hidden_s, rel=1e-9, abs=1e-15)
+    assert again.objective.total_s - again.objective.compute_s == pytest.approx(
+        auto.objective.total_s - auto.objective.compute_s, rel=1e-9, abs=1e-15)
     assert again.stats["pinned_tensors"] == len(auto.tensors)
 
 

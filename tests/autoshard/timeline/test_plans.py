@@ -10,6 +10,7 @@ collective beside the op it hides behind.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections import defaultdict
 
 import pytest
@@ -89,22 +90,43 @@ def test_exposed_collectives_never_run_beside_compute(case, traces) -> None:
     assert clashes == []
 
 
+SERIAL = ("compute", "local", "comm.exposed", "comm.intra_op")  # what waits for the stall
+
+
 @pytest.mark.parametrize("case", [c for c in CASES if c[2] == "op"],
                          ids=[i for c, i in zip(CASES, IDS, strict=True) if c[2] == "op"])
-def test_hidden_collectives_start_with_the_op_they_hide_behind(case, traces) -> None:
+def test_hidden_collectives_run_within_the_op_they_hide_behind(case, traces) -> None:
+    """Each hidden collective starts no earlier than its op's compute and ends before the
+    step does anything else on the compute stream or exposed (the op's priced slot), and the
+    first reshard behind each op starts with it."""
     trace = traces[case]
     ops = {(e.name, e.args.get("micro_batch")): e for e in compute_track(trace)
            if e.cat == "compute"}
-    first: dict[tuple, int] = {}
+    serial = sorted(e.start_ns for e in trace.events if e.cat in SERIAL)
     hidden = [e for e in trace.events if e.cat == "comm.overlapped"]
     assert hidden or case[0] == "auto"
+    first: dict[tuple, int] = {}
     for event in hidden:
         hider = ops[(event.args["hides_behind"], event.args["micro_batch"])]
         assert event.args["overlap"] == f"op {hider.name}"
-        key = (event.args["tensor"], event.args["consumer"], event.thread,
-               event.args["micro_batch"])
+        after = next((t for t in serial if t >= hider.end_ns), trace.end_ns)
+        assert hider.start_ns <= event.start_ns and event.end_ns <= after + 1
+        key = (hider.name, event.args["micro_batch"])
         first[key] = min(first.get(key, event.start_ns), event.start_ns)
-        assert first[key] == hider.start_ns
+    assert all(start == ops[key].start_ns for key, start in first.items())
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_no_axis_runs_two_collectives_at_once(case, traces) -> None:
+    """Every mesh axis is one stream in the model, so its track never needs a second lane:
+    several reshards hidden behind one op (a norm's weight and bias gathers under FSDP) run
+    one after the other, each within its share of the op's compute."""
+    trace = traces[case]
+    plan = planned(*case)
+    assert not [t for t in {e.thread for e in trace.events} if " #" in t]
+    for axis, _ in plan.mesh:
+        spans = sorted((e.start_ns, e.end_ns) for e in trace.on(axis))
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
 
 
 def test_ddp_gradient_all_reduces_overlap_the_backward_op_that_produced_them(traces) -> None:
@@ -151,10 +173,14 @@ def test_the_same_plan_gives_the_same_bytes_and_plan_json_round_trips(tmp_path) 
         trace_json(step_timeline(plan)) == trace_json(step_timeline(plan))
 
 
-def test_several_gathers_behind_one_op_get_a_second_lane(traces) -> None:
-    """FSDP gathers a norm's weight and bias for the same op: the model lets both hide behind
-    it at once, so the fsdp axis needs a second lane, and the file nests (read_trace)."""
-    trace = traces[("fsdp", 1, "op")]
-    second = trace.on("fsdp #2")
-    assert second and {e.args["hides_behind"] for e in second} <= {
-        e.args.get("hides_behind") for e in trace.on("fsdp")}
+def test_a_norms_weight_and_bias_gathers_share_its_compute(traces) -> None:
+    """FSDP gathers a LayerNorm's weight and bias (equal bytes) for the same op: each hides
+    behind half its compute, one after the other on the fsdp track."""
+    plan, trace = planned("fsdp", 1, "op"), traces[("fsdp", 1, "op")]
+    norm = "layers.0.attn_norm"
+    gathers = [r for r in plan.reshards if r.overlap == f"op {norm}"]
+    assert sorted(r.tensor for r in gathers) == [f"{norm}.bias", f"{norm}.weight"]
+    assert [r.cover for r in gathers] == [0.5, 0.5]
+    drawn = sorted((e.start_ns, e.end_ns) for e in trace.on("fsdp")
+                   if e.args.get("hides_behind") == norm)
+    assert len(drawn) == 2 and drawn[0][1] <= drawn[1][0]
