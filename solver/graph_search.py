@@ -9,6 +9,7 @@ remaining time. :func:`finish` re-scores every answer on the user's float costs.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from solver.backends.highs import solve_highs
 from solver.backends.result import BackendResult
 from solver.clock import Clock
 from solver.compact import Indexed, Work, build_work, index_work
+from solver.descent import descend
 from solver.dp import DPResult, lagrange_dp
 from solver.errors import Infeasible, NoSolutionError, ProblemTooLargeError
 from solver.peak import min_peak
@@ -30,6 +32,10 @@ from solver.solution import Solution, SolveStats, SolveStatus
 # reach the DP's 1e-6-level gap, and cannot solve the root LP at 20,000 nodes in 60 s).
 AUTO_ILP_MAX_NODES = 2000
 AUTO_LARGE_GAP = 1e-3
+
+# the descent of a plan the deadline cut short runs past it by at most this (solver.descent:
+# milliseconds on hundreds of nodes)
+DESCENT_SECONDS = 1.0
 
 Sizes = tuple[int, int, int]
 """(nodes, options, edges) of a problem, before or after reductions, for the stats."""
@@ -88,7 +94,9 @@ def _search(ix: Indexed, backend: str, gap: float, clock: Clock, lp_first: bool 
         if best is not None and clock.expired():
             return best, bound, True, "dp"  # no ILP after the deadline (solver.clock)
     timed_out = False
-    if used in ("highs", "cpsat"):
+    if used in ("highs", "cpsat") and clock.expired():
+        timed_out = True  # no model built after the deadline: the fallback, descended
+    elif used in ("highs", "cpsat"):
         answer: BackendResult
         if used == "highs":
             answer = solve_highs(ix, best, clock.remaining(), gap, lp_first=lp_first)
@@ -104,6 +112,11 @@ def _search(ix: Indexed, backend: str, gap: float, clock: Clock, lp_first: bool 
         timed_out = clock.deadline is not None and clock.remaining() == 0.0
     if best is None:
         best = _fallback(ix, clock)
+    if timed_out:
+        # a cut-short LP's plan, or the fallback's, ignores most edges (solver.descent)
+        best = _better(ix, best, descend(ix, best, time.perf_counter() + DESCENT_SECONDS))
+        clock.lap("descent")
+        assert best is not None
     return best, bound, timed_out, used
 
 

@@ -137,6 +137,9 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
             click.echo(f"autoshard: warning: the solver stopped {where} "
                        f"({result.objective.status}); the plan is the best found, not proven "
                        "optimal; raise --time-limit to close the gap", err=True)
+            for note in result.notes:  # what else the time limit did, said where it is seen
+                if note.startswith(("pricing the options took", "the time limit cut")):
+                    click.echo(f"autoshard: note: {note}", err=True)
     if as_json or not quiet:  # --json's summary is what was asked for, --quiet or not
         click.echo(_json_summary(result, written) if as_json else summary_text(result, written))
         sys.stdout.flush()
@@ -183,7 +186,10 @@ def _json_summary(result: Plan, written: list[str]) -> str:
               help="Also write the predicted step as a Chrome trace (Perfetto, "
                    "chrome://tracing): compute and one track per mesh axis.")
 @click.option("--force", is_flag=True, help="Overwrite files already in --out (and --trace).")
-@click.option("--time-limit", type=float, default=None, help="Solver time limit in seconds.")
+@click.option("--time-limit", type=float, default=None,
+              help="Seconds for the whole plan: pricing the options, the search, and the hand "
+                   "plans that back up a search it cuts short; the best plan found is "
+                   "returned with its gap to the proven bound.")
 @click.option("--gap", type=float, default=None,
               help="Relative gap to the proven lower bound at which the solver may stop, e.g. "
                    "1e-3 for 0.1 % (default 1e-6: prove the plan optimal).")

@@ -59,7 +59,8 @@ MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
 @click.option("--dtype", default=None)
 @click.option("--memory", default=None, help="Memory per device, e.g. 80GiB (default: HBM).")
 @click.option("--reserve", default="0", show_default=True, help="Memory kept free per device.")
-@click.option("--time-limit", type=float, default=None, help="Solver seconds per point.")
+@click.option("--time-limit", type=float, default=None,
+              help="Seconds per point (pricing and search, as plan's --time-limit).")
 @click.option("--gap", type=float, default=SWEEP_GAP, show_default=True,
               help="Relative gap to a proven lower bound at which each point may stop "
                    "(1e-6 proves every point optimal, at several times the cost on 3-axis "

@@ -307,8 +307,12 @@ class _Planner:
         self.timings: dict[str, float] = {}
         self.forward, self.training = graph, False
         self.hand_floor: HandPlan | None = None  # the hand plan a cut-short search returned
+        self.began = time.perf_counter()  # when the time limit started (reset by run)
 
     def run(self) -> Plan:
+        # --time-limit counts from here: pricing a 4-axis mesh can take a minute, and a limit
+        # that covered only the solve let a 60 s plan run 150 s
+        self.began = time.perf_counter()
         with fewer_collections():  # .collector: full collections cost ~5 % of a 3-axis plan
             return self._run()
 
@@ -327,7 +331,7 @@ class _Planner:
             if not self.masks:
                 raise
             raise self.restriction.unreachable(exc.node) from None
-        solution = self._no_slower_than_hand_plans(solution, limit, t2)
+        solution = self._no_slower_than_hand_plans(solution, limit)
         self.timings["solve_s"] = time.perf_counter() - t2
         t3 = time.perf_counter()
         lean = prefer_less_compute(self.problem, solution.choices, self.strategies, nodes)
@@ -353,11 +357,11 @@ class _Planner:
             return limit
         return search_share(limit)
 
-    def _no_slower_than_hand_plans(self, solution: Any, limit: float, start: float) -> Any:
+    def _no_slower_than_hand_plans(self, solution: Any, limit: float) -> Any:
         """A search the time limit cut short answers with the cheapest named hand plan when
         that is cheaper (:mod:`.hand_floor`); any other answer (proven, or searched to a
-        stated gap, or pinned) as it is. The hand plans get what is left of the time limit
-        since ``start`` (``time.perf_counter()`` when the search began)."""
+        stated gap, or pinned) as it is. The hand plans get what is left of the time limit,
+        which started with the run (pricing included)."""
         options = self.options
         if solution.status is not solver.SolveStatus.TIME_LIMIT \
                 or not self._hand_floor_may_apply() or options.time_limit is None:
@@ -367,7 +371,7 @@ class _Planner:
         def fits(choices: Sequence[int]) -> bool:
             return self.memory.constrained_peak(choices[:len(self.ops)]) <= budget
 
-        left_s = options.time_limit - (time.perf_counter() - start)
+        left_s = options.time_limit - (time.perf_counter() - self.began)
         hand = best_hand_plan(self.problem, self.hand_restriction, fits, left_s,
                               options.backend)
         floored = with_hand_floor(solution, self.problem, hand)
@@ -471,7 +475,7 @@ class _Planner:
         0.01 s, took 300 s more)."""
         options = self.options
         budget = limit - options.reserve
-        start = time.perf_counter()
+        start = self.began  # the limit holds for pricing and solving together
         time_limit = self._search_time_limit()  # the hand plans' share kept back
 
         def remaining() -> float | None:  # the time limit covers every solve, not each
@@ -614,6 +618,12 @@ class _Planner:
         if solution.restricted:
             notes.append(f"search restricted: {solution.restricted}; the lower bound and gap "
                          f"are those of the unrestricted problem")
+        spent = self.timings.get("enumerate_s", 0.0) + self.timings.get("cost_s", 0.0)
+        limit = self.options.time_limit
+        if limit is not None and spent > limit / 2:
+            notes.append(f"pricing the options took {spent:.1f} s of the {limit:g} s time "
+                         f"limit, which covers pricing and search; raise --time-limit for a "
+                         f"longer search")
         if self.hand_floor is not None:
             notes.append(f"the time limit cut the search short at a plan slower than hand plan "
                          f"{self.hand_floor.name} (--strategy {self.hand_floor.name}), which is "

@@ -39,6 +39,27 @@ from solver.compact import Indexed
 logger = logging.getLogger(__name__)
 
 LP_FIRST = True  # the benchmark switches it off to measure the MIP-only baseline
+# The LP (or MIP) is not started when less time is left than this many times the model's
+# build took: before PDLP's first iteration it copies the model and rescales it, which costs
+# about twice the build (a 4-axis gpt2's 35.5 M columns: build 30.7 s, PDLP's set-up 22.4 s
+# and its first call 37.6 s, loaded 2-core machine), so it would end past the limit with
+# no answer.
+SETUP_PER_BUILD = 2.0
+# Columns the formulation writes per second at best (the same LP: 35.5 M columns in 15.7 s
+# on a quiet core, 30.7-36.4 s loaded): a model whose build alone would not fit the time
+# left is not started (the 4-axis gpt2 under a 30 s limit: its build ended at 60 s).
+BUILD_COLUMNS_PER_S = 2.3e6
+
+
+def least_build_seconds(ix: Indexed) -> float:
+    """The fewest seconds the model of ``ix`` can take to build (``BUILD_COLUMNS_PER_S``)."""
+    return _columns_at_most(ix) / BUILD_COLUMNS_PER_S
+
+
+def _columns_at_most(ix: Indexed) -> int:
+    """The model's columns at most: every option, and every edge as a dense matrix (a flow
+    network replaces one only where it has fewer arcs)."""
+    return sum(c.size for c in ix.costs) + sum(m.size for _, _, m in ix.edges)
 
 
 def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
@@ -47,11 +68,23 @@ def solve_highs(ix: Indexed, hint: np.ndarray | None, time_limit: float | None,
     from ortools.math_opt import result_pb2, solution_pb2
 
     floor, began, limit = -math.inf, time.perf_counter(), time_limit
+    if limit is not None and limit < (1 + SETUP_PER_BUILD) * least_build_seconds(ix):
+        logger.info("no LP or MIP: %.1f s left for a model of up to %d columns", limit,
+                    _columns_at_most(ix))
+        return BackendResult(x=None, bound=-math.inf, timed_out=True)
     # edges as flow networks where smaller (solver.backends.flow_arcs), for the LP and the
     # MIP alike: the hint routes each network's unit along a cheapest path
     form = build(ix, flow=True)
+    if limit is not None and mathopt.left(limit, began) < SETUP_PER_BUILD * (
+            time.perf_counter() - began):
+        # too late for any answer of this model: the caller descends from what it has
+        logger.info("no LP or MIP: %.1f s left after a %.1f s build", mathopt.left(
+            limit, began), time.perf_counter() - began)
+        return BackendResult(x=None, bound=-math.inf, timed_out=True)
     if lp_first and LP_FIRST and (ix.limit is None or not any(ix.rows)):
         start = time.perf_counter()
+        # the build counts: 12 s of a 4-axis gpt2's 36 s went there, unseen by the LP
+        time_limit = mathopt.left(limit, began)
         answers = list(lp_answers(form, time_limit))
         relaxed = answers[-1]
         x, floor = relaxed.x, relaxed.bound
