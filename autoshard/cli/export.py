@@ -3,9 +3,12 @@
 Reads the plan, rebuilds the links it was priced with (its topology, or ``--topology`` and
 ``--link``), re-lowers every explicit reshard and refuses when the plan's priced collectives
 differ from the lowered ones. With ``--model`` (and the plan command's shape options) it also
-rebuilds the graph and refuses a plan whose fingerprint is not that graph's on that mesh; a
-training plan's step (optimizer, recomputation) is read off the plan, as ``verify`` does, and
-``--training``/``--inference``/``--optimizer``/``--recompute`` are checks when given.
+rebuilds the graph and refuses a plan whose fingerprint is not that graph's on that mesh, or
+whose tensor records are not the layouts its ops' strategies write on it (a hand-edited
+plan.json); without ``--model`` only what the file says about itself is checked (every reshard
+starts from its tensor's recorded layout). A training plan's step (optimizer, recomputation)
+is read off the plan, as ``verify`` does, and ``--training``/``--inference``/``--optimizer``/
+``--recompute`` are checks when given.
 Prints to stdout, or writes ``--out FILE`` (never over an existing file without ``--force``).
 """
 
@@ -30,6 +33,7 @@ from autoshard.export.plan_export import PlanFormat, export_plan
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
 from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.record import Plan
+from autoshard.planning.record_check import check_tensor_records
 from autoshard.verify.verification import planned_graph
 
 SHAPE_OPTIONS = SHAPE_OVERRIDES
@@ -117,3 +121,4 @@ def _check_model(plan: Any, mesh: Any, topo: Any, links: Any, model: str | None,
     full = planned_graph(plan, graph, training=training, optimizer=optimizer,
                          recompute=recompute)
     check_fingerprint(plan, full, mesh, topo, links)
+    check_tensor_records(plan, full)  # the layouts exported are the ones the ops were priced in

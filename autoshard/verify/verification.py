@@ -49,8 +49,8 @@ from typing import Any
 from autoshard.errors import UsageError
 from autoshard.planning.planner import training_step_graph
 from autoshard.planning.record import Plan
+from autoshard.planning.record_check import check_tensor_records, strategy_of
 from autoshard.sharding.mesh import Mesh
-from autoshard.strategies.derive import enumerate_strategies
 from autoshard.verify.emulator import emulate
 from autoshard.verify.pipeline import emulate_pipeline
 from autoshard.verify.results import EmulationError, EmulationResult
@@ -103,6 +103,9 @@ def verify(plan: Plan, graph: OpGraph, *, seed: int = 0, scale: bool = True) -> 
 
     Raises:
         EmulationError: the plan does not belong to ``graph``.
+        PlanRecordError: a tensor record of the plan is not what its op's strategy writes
+            (:func:`~autoshard.planning.record_check.check_tensor_records`), or an op's
+            strategy is none the op has.
 
     Example:
         >>> import autoshard
@@ -114,7 +117,9 @@ def verify(plan: Plan, graph: OpGraph, *, seed: int = 0, scale: bool = True) -> 
     start = time.perf_counter()
     if plan.pipeline:
         return _verify_pipeline(plan, graph, seed=seed, scale=scale)
-    small, dims = scaled_graph(plan, graph) if scale else (planned_graph(plan, graph), {})
+    full = planned_graph(plan, graph)
+    check_tensor_records(plan, full)  # what export emits is what runs below
+    small, dims = _scaled(plan, graph, full) if scale else (full, {})
     result = emulate(plan, small, seed)
     culprit = None if result.divergence is None else result.divergence.name
     return Verification(passed=result.passed, max_abs_err=result.max_abs_err,
@@ -133,10 +138,11 @@ def _verify_pipeline(plan: Plan, graph: OpGraph, *, seed: int, scale: bool) -> V
                              "config (its stages are rebuilt from the config); graph "
                              f'"{graph.name}" is neither')
     chosen, dims = config, {}
+    layers = int(plan.pipeline["stage_model_layers"])  # type: ignore[index]
+    stage = replace(plan, mesh=tuple(a for a in plan.mesh if a[0] != "pp"))
+    full = planned_graph(stage, zoo.build_config(replace(config, layers=layers)))
+    check_tensor_records(stage, full)  # the records are the stage model's
     if scale:
-        layers = int(plan.pipeline["stage_model_layers"])  # type: ignore[index]
-        stage = replace(plan, mesh=tuple(a for a in plan.mesh if a[0] != "pp"))
-        full = planned_graph(stage, zoo.build_config(replace(config, layers=layers)))
         mesh = Mesh(axes=tuple(stage.mesh))
         for small in _candidates(config, mesh.size):
             try:
@@ -224,7 +230,11 @@ def _mismatch(plan: Plan, graph: OpGraph) -> EmulationError:
 def scaled_graph(plan: Plan, graph: OpGraph) -> tuple[OpGraph, dict[str, tuple[int, int]]]:
     """A small copy of the plan's graph that runs the same program (:func:`same_program`),
     and the dims scaled (planned → emulated); the plan's own graph and ``{}`` when none fits."""
-    full = planned_graph(plan, graph)
+    return _scaled(plan, graph, planned_graph(plan, graph))
+
+
+def _scaled(plan: Plan, graph: OpGraph, full: OpGraph
+            ) -> tuple[OpGraph, dict[str, tuple[int, int]]]:
     config = zoo.config_of(graph)
     if config is None:
         return full, {}
@@ -367,8 +377,8 @@ def same_program(plan: Plan, full: OpGraph, small: OpGraph, mesh: Mesh) -> bool:
         record = plan.ops.get(op.name)
         if record is None:
             return False
-        planned = _by_label(full, full.op_by_name(op.name), mesh, record.strategy)
-        copied = _by_label(small, op, mesh, record.strategy)
+        planned = strategy_of(full, full.op_by_name(op.name), mesh, record.strategy)
+        copied = strategy_of(small, op, mesh, record.strategy)
         if planned is None or copied is None:
             logger.debug("op %s: strategy %s missing", op.name, record.strategy)
             return False
@@ -383,13 +393,3 @@ def same_program(plan: Plan, full: OpGraph, small: OpGraph, mesh: Mesh) -> bool:
                                  after.short())
                     return False
     return True
-
-
-def _by_label(graph: OpGraph, op: Any, mesh: Mesh, label: str) -> Any:
-    ins, outs = graph.specs(op)
-    for uneven in (False, True):
-        for strategy in enumerate_strategies(op.kind, ins, outs, graph.attrs(op), mesh,
-                                             allow_uneven=uneven):
-            if strategy.label == label:
-                return strategy
-    return None
