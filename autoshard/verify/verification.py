@@ -47,6 +47,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autoshard.errors import UsageError
+from autoshard.planning.layers import layer_count
 from autoshard.planning.planner import training_step_graph
 from autoshard.planning.record import Plan
 from autoshard.planning.record_check import check_tensor_records, strategy_of
@@ -195,6 +196,7 @@ def planned_graph(plan: Plan, graph: OpGraph, *, training: bool | None = None,
     order = ("none", "selective", "full")
     if recompute is not None:
         order = (recompute, *(r for r in order if r != recompute))
+    tried: list[tuple[OpGraph, str]] = []
     for choice in order:
         try:
             candidate = training_step_graph(graph, planned_optimizer, choice)
@@ -206,7 +208,12 @@ def planned_graph(plan: Plan, graph: OpGraph, *, training: bool | None = None,
                 raise UsageError(f"the plan was made with --recompute {choice}, not "
                                  f"{recompute}; drop --recompute or pass {choice}")
             return candidate
-    raise _mismatch(plan, graph)
+        tried.append((candidate, f"'s training step (--optimizer {planned_optimizer}, "
+                                 f"--recompute {choice})"))
+    # the step closest to the plan's ops says what differs, not the forward graph
+    closest = min(tried, key=lambda pair: len(set(plan.ops) ^ {op.name for op in pair[0].ops}),
+                  default=(graph, ""))
+    raise _mismatch(plan, *closest)
 
 
 def _check_training(is_training: bool, training: bool | None, optimizer: str | None,
@@ -219,11 +226,37 @@ def _check_training(is_training: bool, training: bool | None, optimizer: str | N
                          "is of inference")
 
 
-def _mismatch(plan: Plan, graph: OpGraph) -> EmulationError:
-    missing = sorted(set(plan.ops) ^ {op.name for op in graph.ops})[:3]
-    return EmulationError(f'the plan of "{plan.model}" does not fit graph "{graph.name}": ops '
-                          f"{missing} are in one but not the other; pass the model and shape "
-                          "options it was planned with")
+def _mismatch(plan: Plan, graph: OpGraph, step: str = "") -> EmulationError:
+    """The ops only plan.json has and those only the model has, named as plan.json and the
+    model's graph spell them (forward ops first, as both list them), with the layer counts
+    when they differ: a plan checked against the wrong --layers is the common case.
+
+    Example:
+        >>> from graphs import zoo
+        >>> import autoshard
+        >>> two = autoshard.plan(zoo.build("mlp", layers=2), autoshard.Mesh.parse("tp=2"))
+        >>> print(_mismatch(two, zoo.build("mlp", layers=3)))  # doctest: +NORMALIZE_WHITESPACE
+        plan.json (of "mlp", 11 ops) does not fit model "mlp" (16 ops): 5 ops only in the
+        model ("layers.2.mlp.w1", "layers.2.mlp.up", "layers.2.mlp.gelu", ...); plan.json has
+        2 layers and the model 3 (--layers); pass the --model and shape options the plan was
+        made with
+    """
+    built = [op.name for op in graph.ops]
+    only_plan = [name for name in plan.ops if name not in set(built)]
+    only_model = [name for name in built if name not in plan.ops]
+    parts = [f"{len(names)} ops only in {where} ({_some(names)})"
+             for names, where in ((only_plan, "plan.json"), (only_model, "the model")) if names]
+    layers = (layer_count(plan.ops), layer_count(built))
+    if layers[0] != layers[1] and None not in layers:
+        parts.append(f"plan.json has {layers[0]} layers and the model {layers[1]} (--layers)")
+    return EmulationError(f'plan.json (of "{plan.model}", {len(plan.ops)} ops) does not fit '
+                          f'model "{graph.name}"{step} ({len(built)} ops): {"; ".join(parts)}; '
+                          "pass the --model and shape options the plan was made with")
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    more = ", ..." if len(names) > shown else ""
+    return ", ".join(f'"{name}"' for name in names[:shown]) + more
 
 
 # ---- scaling ------------------------------------------------------------------------------
