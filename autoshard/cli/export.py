@@ -20,10 +20,13 @@ from typing import Any
 import click
 
 from autoshard.cli.common import (
+    BATCH_OPTIONS,
+    batch_options,
     check_output_file,
     friendly_errors,
     parse_links,
     plan_step_options,
+    saved_plan_model,
     shape_options,
 )
 from autoshard.errors import UsageError
@@ -31,7 +34,7 @@ from autoshard.export.lowering import lower_plan_reshards
 from autoshard.export.pipeline_view import stage_overrides, stage_plan, with_pipeline
 from autoshard.export.plan_export import PlanFormat, export_plan
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
-from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
+from autoshard.planning.model_source import SHAPE_OVERRIDES
 from autoshard.planning.record import Plan
 from autoshard.planning.record_check import check_tensor_records
 from autoshard.verify.verification import planned_graph
@@ -57,6 +60,7 @@ SHAPE_OPTIONS = SHAPE_OVERRIDES
               help="A link override the plan was made with (repeatable).")
 @plan_step_options()
 @shape_options()
+@batch_options(saved_plan=True)
 @friendly_errors
 def export_command(**options: Any) -> None:
     """Export a plan's per-tensor shardings and lowered reshards in one format."""
@@ -107,17 +111,17 @@ def _check_model(plan: Any, mesh: Any, topo: Any, links: Any, model: str | None,
                  shape: dict[str, Any]) -> None:
     """With ``--model``: the plan's graph (its training step read off the plan, as ``verify``
     does) must have the plan's fingerprint."""
-    given = sorted(k for k in SHAPE_OPTIONS if shape.get(k) is not None)
+    given = sorted(k for k in (*SHAPE_OPTIONS, *BATCH_OPTIONS) if shape.get(k) is not None)
     steps = {"training": training is not None, "optimizer": optimizer is not None,
              "recompute": recompute is not None}
     if model is None:
         named = [*given, *(k for k, v in steps.items() if v)]
         if named:
-            names = ", ".join(f"--{k}" for k in named)
+            names = ", ".join(f"--{k.replace('_', '-')}" for k in named)
             raise UsageError(f"{names} describe the model to check the plan against; "
                              "pass --model too")
         return
-    graph = load_model(model, {k: shape.get(k) for k in SHAPE_OPTIONS})
+    graph = saved_plan_model(plan, model, shape)
     full = planned_graph(plan, graph, training=training, optimizer=optimizer,
                          recompute=recompute)
     check_fingerprint(plan, full, mesh, topo, links)

@@ -22,18 +22,23 @@ from typing import Any, NoReturn
 
 import click
 
-from autoshard.cli.common import friendly_errors, parse_links, plan_step_options, shape_options
+from autoshard.cli.common import (
+    batch_options,
+    friendly_errors,
+    parse_links,
+    plan_step_options,
+    saved_plan_model,
+    shape_options,
+)
 from autoshard.errors import PlanRecordError, UsageError
 from autoshard.export.lowering import ReshardMismatchError, lower_plan_reshards
 from autoshard.export.pipeline_view import stage_overrides, stage_plan
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
-from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.record import Plan
 from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
 from autoshard.verify.verification import planned_graph, verify
 
-SHAPE_OPTIONS = SHAPE_OVERRIDES
 FAILED_EXIT = 1
 
 
@@ -53,6 +58,7 @@ FAILED_EXIT = 1
               help="A link override the plan was made with (repeatable).")
 @plan_step_options()
 @shape_options()
+@batch_options(saved_plan=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the verification record as JSON.")
 @friendly_errors
 def verify_command(**options: Any) -> None:
@@ -66,7 +72,7 @@ def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write
                recompute: str | None = None, **shape: Any) -> None:
     """Everything ``autoshard verify`` does; exits 1 when the plan fails."""
     plan = Plan.load(plan_path)
-    graph = load_model(model, {k: shape.get(k) for k in SHAPE_OPTIONS})
+    graph = saved_plan_model(plan, model, shape)
     if plan.pipeline:
         _check_pipelined(plan, graph, topology, parse_links(link_specs), training)
     else:

@@ -212,5 +212,15 @@ def _first_difference(plan: Any, graph: Any) -> str:
                                       ("dtype", record.dtype, tensor.dtype.value)):
             if planned != given:
                 return (f': tensor "{name}" has {field} {planned} in plan.json but {given} in '
-                        "the model")
+                        f"the model{_batch_hint(plan, record.role)}")
     return ""
+
+
+def _batch_hint(plan: Any, role: str) -> str:
+    """An input's shape differs, and the plan splits a step into micro-batches: the batch
+    options it was made with are the likely difference."""
+    micro_batches = int(plan.objective.micro_batches)
+    if role != "input" or micro_batches == 1:
+        return ""
+    return (f" (the plan runs {micro_batches} micro-batches per step: pass the --global-batch "
+            "and --micro-batch, or --batch, it was made with)")
