@@ -92,6 +92,18 @@ class PlanFileError(AutoshardError):
         self.source = source
 
 
+class PlanRecordError(AutoshardError):
+    """A plan whose records contradict each other or its model (a hand-edited or mixed
+    plan.json): a tensor's recorded layout, shape or dtype is not what the strategy of the op
+    writing it gives, or an op's strategy is none the op has. ``item`` names the tensor or
+    op, ``recorded`` is what plan.json says and ``implied`` what the plan's ops and model
+    give."""
+
+    def __init__(self, message: str, *, item: str, recorded: str, implied: str) -> None:
+        super().__init__(message)
+        self.item, self.recorded, self.implied = item, recorded, implied
+
+
 class TimelineError(AutoshardError):
     """A plan whose records do not add up to one step (a hand-edited or inconsistent
     plan.json): ``item`` names the op or reshard at fault."""

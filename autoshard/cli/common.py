@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
@@ -160,8 +160,16 @@ def shape_options(dtype_help: str | None = None) -> Decorator:
     )
 
 
-def step_options() -> Decorator:
-    """``--global-batch --micro-batch --grad-accum --overlap``: how a training step runs."""
+BATCH_OPTIONS = ("global_batch", "micro_batch", "grad_accum")
+
+
+def batch_options(saved_plan: bool = False) -> Decorator:
+    """``--global-batch --micro-batch --grad-accum``: the samples of a step and how they are
+    split (:mod:`autoshard.planning.batch`). ``saved_plan``: for a command that reads a plan,
+    where the plan's own micro-batch count is the default
+    (:func:`~autoshard.planning.batch.saved_plan_batches`)."""
+    default = (" Default: the plan's own micro-batch count (plan.json objective."
+               "micro_batches); given, it must agree." if saved_plan else "")
     return _stack(
         click.option("--global-batch", type=int, default=None,
                      help="Samples per step (all micro-batches, all replicas); with "
@@ -170,7 +178,14 @@ def step_options() -> Decorator:
                      help="Samples per micro-batch on each data-parallel replica (Megatron's "
                           "micro-batch size); the replicas are the axes named dp, fsdp, …"),
         click.option("--grad-accum", type=int, default=None,
-                     help="Micro-batches per step (gradient accumulation)."),
+                     help="Micro-batches per step (gradient accumulation)." + default),
+    )
+
+
+def step_options() -> Decorator:
+    """``--global-batch --micro-batch --grad-accum --overlap``: how a training step runs."""
+    return _stack(
+        batch_options(),
         click.option("--overlap", type=click.Choice(["op", "layer", "none"]), default="op",
                      show_default=True,
                      help="How parameter gathers and gradient reductions overlap compute: "
@@ -209,6 +224,22 @@ def plan_step_options() -> Decorator:
                      default=None,
                      help="The training step's recomputation (default: read off the plan)."),
     )
+
+
+def saved_plan_model(plan: Any, model: str, options: Mapping[str, Any]) -> Any:
+    """The model a saved plan is checked against (``verify``, ``explain``, ``export
+    --model``): ``--model`` with the plan command's shape options, its batch from
+    ``--batch`` or the batch options read with the plan's own micro-batch count as the
+    default, as ``autoshard plan`` built the graph it planned."""
+    from autoshard.planning.batch import saved_plan_batches
+    from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
+    from autoshard.sharding.mesh import Mesh
+
+    batches = saved_plan_batches(Mesh(axes=tuple(plan.mesh)), plan.objective.micro_batches,
+                                 batch=options.get("batch"),
+                                 **{k: options.get(k) for k in BATCH_OPTIONS})
+    shapes = {k: options.get(k) for k in SHAPE_OVERRIDES}
+    return load_model(model, {**shapes, "batch": batches.graph_batch})
 
 
 def parse_links(specs: tuple[str, ...]) -> dict[str, str]:

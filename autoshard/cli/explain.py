@@ -14,11 +14,16 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import friendly_errors, parse_links, shape_options
+from autoshard.cli.common import (
+    batch_options,
+    friendly_errors,
+    parse_links,
+    saved_plan_model,
+    shape_options,
+)
 from autoshard.errors import UsageError
 from autoshard.explain import explain_context, explain_op, explain_tensor, fragile_decisions
 from autoshard.explain.render import as_json, explanation_text, fragility_text
-from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.record import Plan
 
 
@@ -43,6 +48,7 @@ from autoshard.planning.record import Plan
 @click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
               help="A link override the plan was made with (repeatable).")
 @shape_options()
+@batch_options(saved_plan=True)
 @click.option("--json", "as_json_output", is_flag=True, help="Print the explanation as JSON.")
 @friendly_errors
 def explain_command(**options: Any) -> None:
@@ -61,7 +67,7 @@ def run_explain(*, plan_path: Path, model: str, tensor: str | None, op_name: str
         raise UsageError("--shortlist 0 re-solves no decision, so none could be shown; pass "
                          "--shortlist 1 or more (default 20)")
     plan = Plan.load(plan_path)
-    graph = load_model(model, {k: shape.get(k) for k in SHAPE_OVERRIDES})
+    graph = saved_plan_model(plan, model, shape)
     ctx = explain_context(plan, graph, topology=topology,
                           link_overrides=parse_links(link_specs))
     if tensor is not None:

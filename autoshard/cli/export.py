@@ -3,9 +3,12 @@
 Reads the plan, rebuilds the links it was priced with (its topology, or ``--topology`` and
 ``--link``), re-lowers every explicit reshard and refuses when the plan's priced collectives
 differ from the lowered ones. With ``--model`` (and the plan command's shape options) it also
-rebuilds the graph and refuses a plan whose fingerprint is not that graph's on that mesh; a
-training plan's step (optimizer, recomputation) is read off the plan, as ``verify`` does, and
-``--training``/``--inference``/``--optimizer``/``--recompute`` are checks when given.
+rebuilds the graph and refuses a plan whose fingerprint is not that graph's on that mesh, or
+whose tensor records are not the layouts its ops' strategies write on it (a hand-edited
+plan.json); without ``--model`` only what the file says about itself is checked (every reshard
+starts from its tensor's recorded layout). A training plan's step (optimizer, recomputation)
+is read off the plan, as ``verify`` does, and ``--training``/``--inference``/``--optimizer``/
+``--recompute`` are checks when given.
 Prints to stdout, or writes ``--out FILE`` (never over an existing file without ``--force``).
 """
 
@@ -17,10 +20,13 @@ from typing import Any
 import click
 
 from autoshard.cli.common import (
+    BATCH_OPTIONS,
+    batch_options,
     check_output_file,
     friendly_errors,
     parse_links,
     plan_step_options,
+    saved_plan_model,
     shape_options,
 )
 from autoshard.errors import UsageError
@@ -28,8 +34,9 @@ from autoshard.export.lowering import lower_plan_reshards
 from autoshard.export.pipeline_view import stage_overrides, stage_plan, with_pipeline
 from autoshard.export.plan_export import PlanFormat, export_plan
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
-from autoshard.planning.model_source import SHAPE_OVERRIDES, flag, load_model
+from autoshard.planning.model_source import SHAPE_OVERRIDES, flag
 from autoshard.planning.record import Plan
+from autoshard.planning.record_check import check_tensor_records
 from autoshard.verify.verification import planned_graph
 
 SHAPE_OPTIONS = SHAPE_OVERRIDES
@@ -53,6 +60,7 @@ SHAPE_OPTIONS = SHAPE_OVERRIDES
               help="A link override the plan was made with (repeatable).")
 @plan_step_options()
 @shape_options()
+@batch_options(saved_plan=True)
 @friendly_errors
 def export_command(**options: Any) -> None:
     """Export a plan's per-tensor shardings and lowered reshards in one format."""
@@ -103,7 +111,7 @@ def _check_model(plan: Any, mesh: Any, topo: Any, links: Any, model: str | None,
                  shape: dict[str, Any]) -> None:
     """With ``--model``: the plan's graph (its training step read off the plan, as ``verify``
     does) must have the plan's fingerprint."""
-    given = sorted(k for k in SHAPE_OPTIONS if shape.get(k) is not None)
+    given = sorted(k for k in (*SHAPE_OPTIONS, *BATCH_OPTIONS) if shape.get(k) is not None)
     steps = {"training": training is not None, "optimizer": optimizer is not None,
              "recompute": recompute is not None}
     if model is None:
@@ -113,7 +121,8 @@ def _check_model(plan: Any, mesh: Any, topo: Any, links: Any, model: str | None,
             raise UsageError(f"{names} describe the model to check the plan against; "
                              "pass --model too")
         return
-    graph = load_model(model, {k: shape.get(k) for k in SHAPE_OPTIONS})
+    graph = saved_plan_model(plan, model, shape)
     full = planned_graph(plan, graph, training=training, optimizer=optimizer,
                          recompute=recompute)
     check_fingerprint(plan, full, mesh, topo, links)
+    check_tensor_records(plan, full)  # the layouts exported are the ones the ops were priced in

@@ -5,7 +5,9 @@ whose fingerprint is not that graph's on the plan's mesh and links (a plan is ve
 against the model it was made for); a training plan's step is read off the plan, and
 ``--training``/``--inference``/``--optimizer``/``--recompute`` (as ``export`` takes them) are
 checks when given. Checks that every reshard's priced collectives are the
-path the reshard search finds with those links (as ``export`` does), emulates the plan
+path the reshard search finds with those links (as ``export`` does), that every tensor's
+recorded layout is the one the op writing it lays it out in (what ``export`` emits is what is
+emulated: :mod:`autoshard.planning.record_check`), emulates the plan
 scaled down (:mod:`autoshard.verify.verification`) and prints the verdict, the max abs/rel error
 and the scaled dims. ``--write`` stores them in the plan file under ``verification`` (the only
 change it makes to the file). A failed verification exits with status 1 and one stderr line naming
@@ -16,22 +18,27 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
-from autoshard.cli.common import friendly_errors, parse_links, plan_step_options, shape_options
-from autoshard.errors import UsageError
+from autoshard.cli.common import (
+    batch_options,
+    friendly_errors,
+    parse_links,
+    plan_step_options,
+    saved_plan_model,
+    shape_options,
+)
+from autoshard.errors import PlanRecordError, UsageError
 from autoshard.export.lowering import ReshardMismatchError, lower_plan_reshards
 from autoshard.export.pipeline_view import stage_overrides, stage_plan
 from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
-from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
 from autoshard.planning.record import Plan
 from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
 from autoshard.verify.verification import planned_graph, verify
 
-SHAPE_OPTIONS = SHAPE_OVERRIDES
 FAILED_EXIT = 1
 
 
@@ -51,6 +58,7 @@ FAILED_EXIT = 1
               help="A link override the plan was made with (repeatable).")
 @plan_step_options()
 @shape_options()
+@batch_options(saved_plan=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the verification record as JSON.")
 @friendly_errors
 def verify_command(**options: Any) -> None:
@@ -64,7 +72,7 @@ def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write
                recompute: str | None = None, **shape: Any) -> None:
     """Everything ``autoshard verify`` does; exits 1 when the plan fails."""
     plan = Plan.load(plan_path)
-    graph = load_model(model, {k: shape.get(k) for k in SHAPE_OPTIONS})
+    graph = saved_plan_model(plan, model, shape)
     if plan.pipeline:
         _check_pipelined(plan, graph, topology, parse_links(link_specs), training)
     else:
@@ -74,7 +82,10 @@ def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write
         topo, links = plan_links(plan, mesh, topology, parse_links(link_specs))
         check_fingerprint(plan, full, mesh, topo, links)
         _check_paths(plan, links, float(topo.device.hbm_bw_bytes_per_s))
-    result = verify(plan, graph, seed=seed, scale=not full_size)
+    try:
+        result = verify(plan, graph, seed=seed, scale=not full_size)
+    except PlanRecordError as exc:  # plan.json's tensors are not what its ops write
+        _failed(f"verification failed: {exc}")
     record = result.to_record()
     if write:
         _write(plan_path, record)
@@ -105,9 +116,17 @@ def _check_paths(plan: Any, links: Any, hbm_bw: float) -> None:
     try:
         lower_plan_reshards(plan, plan_shardings(plan), links, hbm_bw)
     except ReshardMismatchError as exc:
-        click.echo("verdict     FAILED")
-        click.echo(f"autoshard: verification failed at {exc}", err=True)
-        sys.exit(FAILED_EXIT)
+        _failed(f"verification failed at {exc}")
+    except PlanRecordError as exc:  # a reshard that does not start from its tensor's layout
+        _failed(f"verification failed: {exc}")
+
+
+def _failed(line: str) -> NoReturn:
+    """A plan whose own records disagree fails before any emulation: the verdict, one line
+    naming the culprit, exit 1 (as a divergence does)."""
+    click.echo("verdict     FAILED")
+    click.echo(f"autoshard: {line}", err=True)
+    sys.exit(FAILED_EXIT)
 
 
 def _write(plan_path: Path, record: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ from autoshard.export.plan_view import PlanMismatchError, check_fingerprint, pla
 from autoshard.planning.pins import Pins, pins_from_record
 from autoshard.planning.planner import PlanOptions, replan
 from autoshard.planning.record import Plan
+from autoshard.planning.record_check import check_tensor_records
 from autoshard.planning.step import Overlap, StepOptions
 from autoshard.sharding.links import MeshLinks
 from autoshard.sharding.mesh import Mesh
@@ -93,11 +94,14 @@ def explain_context(plan: Plan, graph: OpGraph, *, topology: str | None = None,
     Raises:
         autoshard.export.plan_view.PlanMismatchError: the plan is of another graph, mesh or
             link set (fingerprint), or names strategies the planner no longer enumerates.
+        autoshard.errors.PlanRecordError: a tensor record is not what its op's strategy
+            writes (a hand-edited plan.json).
     """
     full = planned_graph(plan, graph)
     mesh = Mesh(axes=tuple(plan.mesh))
     topo, links = plan_links(plan, mesh, topology, dict(link_overrides or {}))
     check_fingerprint(plan, full, mesh, topo, links)
+    check_tensor_records(plan, full)  # explain the layouts the ops were priced in
     settings = plan.stats.get("settings", {})
     options = PlanOptions(
         memory_limit=plan.limit_bytes, reserve=float(plan.memory_breakdown.get("reserve", 0.0)),

@@ -5,7 +5,8 @@ writes exactly those steps, one Shardy collective per step, each with the shardi
 (``-sdy-reshard-to-collectives`` prints them the same way), so what is emitted is what was
 priced. `lower_reshard` does it for one `Reshard`; `lower_plan_reshards` re-runs
 ``find_reshard`` for every reshard of a plan and refuses (`ReshardMismatchError`) when the
-plan's priced list (kind and axes of each collective) differs from it.
+plan's priced list (kind and axes of each collective) differs from it, or when a reshard does
+not start from the layout its tensor is recorded in.
 
 Worked example, mesh ``x=2, y=2``, tensor ``16x8``, ``[{"x"}, {}]`` → ``[{}, {"y"}]``::
 
@@ -27,6 +28,7 @@ from typing import Any
 from autoshard.export.errors import ExportError
 from autoshard.export.layout import layout_of
 from autoshard.export.shardy import _ref
+from autoshard.planning.record_check import check_reshard_endpoints
 from autoshard.reshard.find import find_reshard
 
 logger = logging.getLogger(__name__)
@@ -203,10 +205,14 @@ def lower_plan_reshards(
         device_hbm_bw: the device's HBM bandwidth (prices local slices, as the planner does).
 
     Raises:
+        PlanRecordError: a reshard that does not start from the layout its tensor is recorded
+            in, or a reduction to ``<output>`` that does not end in it (a hand-edited plan;
+            :func:`~autoshard.planning.record_check.check_reshard_endpoints`).
         ReshardMismatchError: a reshard whose priced (kind, axes) list differs from the
             collectives ``find_reshard`` gives for its src and dst (priced but not emitted, or
             emitted but not priced).
     """
+    check_reshard_endpoints(plan)
     out = []
     for record in plan.reshards:
         src = shardings.parse(record.tensor, record.src)

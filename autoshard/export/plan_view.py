@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoshard.errors import AutoshardError, PlanFileError, TopologyError
+from autoshard.planning.layers import layer_count
 from autoshard.planning.planner import fingerprint
 from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
@@ -169,15 +170,57 @@ def check_fingerprint(plan: Any, graph: Any, mesh: Mesh, topology: Any, links: A
     """
     actual = fingerprint(graph, mesh, topology, links)
     if actual != plan.fingerprint:
-        planned_training = any(str(t.role) == "grad" for t in plan.tensors.values())
-        given_training = any(str(t.role.value) == "grad" for t in graph.tensors.values())
-        hint = ""
-        if planned_training != given_training:
-            hint = " (the plan is of a training step: pass --training)" if planned_training else (
-                " (the plan is of inference: drop --training)")
+        hint = _pipeline_hint(plan, graph) if plan.pipeline else _training_hint(plan, graph)
         message = (
             f"the plan's fingerprint {plan.fingerprint} is not that of model {graph.name} on "
-            f"mesh {mesh} and topology {topology.name} ({actual}){hint}; export the plan with "
-            "the --model and shape options it was planned with, or re-plan"
+            f"mesh {mesh} and topology {topology.name} ({actual}){hint}"
+            f"{_first_difference(plan, graph)}; pass the --model and shape options the plan "
+            "was made with, or re-plan"
         )
         raise PlanMismatchError(message, expected=plan.fingerprint, actual=actual)
+
+
+def _training_hint(plan: Any, graph: Any) -> str:
+    planned_training = any(str(t.role) == "grad" for t in plan.tensors.values())
+    given_training = any(str(t.role.value) == "grad" for t in graph.tensors.values())
+    if planned_training == given_training:
+        return ""
+    return (" (the plan is of a training step: pass --training)" if planned_training
+            else " (the plan is of inference: drop --training)")
+
+
+def _pipeline_hint(plan: Any, graph: Any) -> str:
+    """A pipelined plan's fingerprint is the whole forward model's and its tensors are the
+    stage model's (fewer layers), so the layers to compare are the pipeline's."""
+    planned = sum(int(n) for n in plan.pipeline.get("layers_per_chunk", ()))
+    given = layer_count(op.name for op in graph.ops)
+    if not planned or given is None or planned == given:
+        return ""
+    return f" (the plan pipelines {planned} layers, the model has {given}: --layers {planned})"
+
+
+def _first_difference(plan: Any, graph: Any) -> str:
+    """What differs, when a tensor says so: the first tensor of the model (graph order,
+    forward first) whose shape or dtype is not plan.json's, e.g. the batch dim of the inputs
+    after another --batch; "" when every tensor agrees (the difference is in an op's
+    attributes)."""
+    for name, tensor in graph.tensors.items():
+        record = plan.tensors.get(name)
+        if record is None:
+            continue
+        for field, planned, given in (("shape", list(record.shape), list(tensor.shape)),
+                                      ("dtype", record.dtype, tensor.dtype.value)):
+            if planned != given:
+                return (f': tensor "{name}" has {field} {planned} in plan.json but {given} in '
+                        f"the model{_batch_hint(plan, record.role)}")
+    return ""
+
+
+def _batch_hint(plan: Any, role: str) -> str:
+    """An input's shape differs, and the plan splits a step into micro-batches: the batch
+    options it was made with are the likely difference."""
+    micro_batches = int(plan.objective.micro_batches)
+    if role != "input" or micro_batches == 1:
+        return ""
+    return (f" (the plan runs {micro_batches} micro-batches per step: pass the --global-batch "
+            "and --micro-batch, or --batch, it was made with)")

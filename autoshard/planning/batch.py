@@ -12,6 +12,12 @@ training recipes do (Megatron-LM's ``--global-batch-size`` and ``--micro-batch-s
 * ``global_batch`` G and ``grad_accum`` m: the graph's batch is ``G / m``;
 * ``grad_accum`` m alone: the graph's batch is the model's (``--batch``), and a step is m of
   them.
+
+A command that reads a saved plan (``verify``, ``explain``, ``export --model``) takes the same
+options to rebuild the same graph; the plan records ``m`` (``objective.micro_batches``), so it
+is the default: ``--global-batch`` G alone is m micro-batches of ``G / m``, ``--micro-batch``
+b alone is m micro-batches of ``b·D``, and options that make another m are refused
+(:func:`saved_plan_batches`).
 """
 
 from __future__ import annotations
@@ -54,12 +60,7 @@ def batch_plan(mesh: Mesh, *, batch: int | None = None, global_batch: int | None
         >>> batch_plan(Mesh.parse("dp=4,tp=4"), global_batch=256, micro_batch=2)
         BatchPlan(graph_batch=8, micro_batches=32)
     """
-    for name, value, unit in (("--global-batch", global_batch, "samples"),
-                              ("--micro-batch", micro_batch, "samples"),
-                              ("--grad-accum", grad_accum, "micro-batches"),
-                              ("--batch", batch, "samples")):
-        if value is not None and value < 1:
-            raise UsageError(f"{name} must be a positive number of {unit}, got {value}")
+    _check_positive(batch, global_batch, micro_batch, grad_accum)
     if global_batch is None:
         if micro_batch is not None:
             raise UsageError("--micro-batch needs --global-batch (the samples of one step)")
@@ -79,6 +80,64 @@ def batch_plan(mesh: Mesh, *, batch: int | None = None, global_batch: int | None
     steps = _divide(global_batch, per_step,
                     f"--micro-batch {micro_batch} × {replicas} data-parallel replicas")
     return BatchPlan(graph_batch=per_step, micro_batches=steps)
+
+
+def saved_plan_batches(mesh: Mesh, micro_batches: int, *, batch: int | None = None,
+                       global_batch: int | None = None, micro_batch: int | None = None,
+                       grad_accum: int | None = None) -> BatchPlan:
+    """The graph's batch a saved plan of ``micro_batches`` micro-batches per step on ``mesh``
+    was made with, from the options of the plan command (see the module docstring): what is
+    not given defaults to the plan's count.
+
+    Raises:
+        UsageError: the options contradict each other or do not divide (the plan command's
+            messages), or they make another number of micro-batches than the plan runs.
+
+    Example:
+        >>> dp4 = Mesh.parse("dp=4,tp=4")
+        >>> saved_plan_batches(dp4, 32, global_batch=256)
+        BatchPlan(graph_batch=8, micro_batches=32)
+        >>> saved_plan_batches(dp4, 32, micro_batch=2)
+        BatchPlan(graph_batch=8, micro_batches=32)
+        >>> saved_plan_batches(dp4, 32, global_batch=256, micro_batch=4)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        autoshard.errors.UsageError: the plan runs 32 micro-batches per step, but ... runs 16; ...
+    """
+    _check_positive(batch, global_batch, micro_batch, grad_accum)
+    if global_batch is None and grad_accum is None:
+        if micro_batch is None:
+            return BatchPlan(graph_batch=batch, micro_batches=micro_batches)
+        if batch is not None:
+            raise UsageError("--batch and --micro-batch both set the batch; give one")
+        return BatchPlan(graph_batch=micro_batch * data_degree(mesh), micro_batches=micro_batches)
+    if global_batch is not None and micro_batch is None and grad_accum is None:
+        if batch is not None:  # the plan command's message
+            return batch_plan(mesh, batch=batch, global_batch=global_batch)
+        return BatchPlan(graph_batch=_divide(global_batch, micro_batches,
+                                             "the plan's micro-batches per step"),
+                         micro_batches=micro_batches)
+    made = batch_plan(mesh, batch=batch, global_batch=global_batch, micro_batch=micro_batch,
+                      grad_accum=grad_accum)
+    if made.micro_batches != micro_batches:
+        given = " ".join(f"{flag} {value}" for flag, value in (
+            ("--global-batch", global_batch), ("--micro-batch", micro_batch),
+            ("--grad-accum", grad_accum)) if value is not None)
+        raise UsageError(f"the plan runs {micro_batches} micro-batches per step, but with "
+                         f"{given} a step on mesh {mesh} runs {made.micro_batches}; pass the "
+                         "options the plan was made with (without --micro-batch and "
+                         "--grad-accum the plan's count is used)")
+    return made
+
+
+def _check_positive(batch: int | None, global_batch: int | None, micro_batch: int | None,
+                    grad_accum: int | None) -> None:
+    for name, value, unit in (("--global-batch", global_batch, "samples"),
+                              ("--micro-batch", micro_batch, "samples"),
+                              ("--grad-accum", grad_accum, "micro-batches"),
+                              ("--batch", batch, "samples")):
+        if value is not None and value < 1:
+            raise UsageError(f"{name} must be a positive number of {unit}, got {value}")
 
 
 def _divide(total: int, part: int, what: str) -> int:

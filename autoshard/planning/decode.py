@@ -125,6 +125,15 @@ def output_reshards(graph: OpGraph, ops: list[Op], chosen: list[Strategy], links
     return records
 
 
+def spelling(sharding: TensorSharding) -> tuple[tuple[str, ...], tuple[Any, ...] | None,
+                                              str | None]:
+    """How ``plan.json`` spells a tensor's layout: its placements (short forms), its
+    partition_spec and its Shardy string; one function, so the planner writing a record and
+    :mod:`.record_check` reading one back agree by construction."""
+    return (tuple(str(p) for p in sharding.placements), partition_spec_or_none(sharding),
+            sdy_string(sharding))
+
+
 def partition_spec_or_none(sharding: TensorSharding) -> tuple[Any, ...] | None:
     try:
         return tuple(sharding.to_partition_spec())

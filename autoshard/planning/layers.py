@@ -14,7 +14,7 @@ interior blocks are identical before it relies on them, and solves the whole pro
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 LAYER_INDEX = re.compile(r"(?<![^./])(\d+)(?=[./])")
 MIN_LAYERS = 4
@@ -26,6 +26,18 @@ def layer_of(name: str) -> tuple[int, str] | None:
     if match is None:
         return None
     return int(match.group(1)), f"{name[: match.start()]}*{name[match.end():]}"
+
+
+def layer_count(names: Iterable[str]) -> int | None:
+    """How many layers op or tensor names count (the largest index plus one), None when
+    they name none: what a plan and a model are compared by when their ops differ.
+
+    Example:
+        >>> layer_count(["embed", "layers.0.mlp.up", "bwd/layers.3.attn"]), layer_count(["x"])
+        (4, None)
+    """
+    found = [where[0] for name in names if (where := layer_of(name)) is not None]
+    return max(found) + 1 if found else None
 
 
 def repeated_blocks(names: Sequence[str], keys: Sequence[Hashable]

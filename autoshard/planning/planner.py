@@ -35,8 +35,7 @@ from autoshard.planning.decode import (
     decode_reshards,
     op_record,
     output_reshards,
-    partition_spec_or_none,
-    sdy_string,
+    spelling,
 )
 from autoshard.planning.edge_costs import Edge, edge_matrices, next_step_edges
 from autoshard.planning.experts import expert_axes_filter
@@ -646,14 +645,12 @@ def _tensor_records(graph: OpGraph, ops: list[Any], chosen: list[Strategy], link
             if tensor.role is TensorRole.OUTPUT:
                 sharding, _ = output_fix(sharding, tensor.shape, tensor.dtype.itemsize, links,
                                             hbm_bw)
-            spelling = spelled.get(id(sharding))
-            if spelling is None:
-                spelling = spelled[id(sharding)] = (
-                    sharding, tuple(str(p) for p in sharding.placements),
-                    partition_spec_or_none(sharding), sdy_string(sharding))
+            spelled_as = spelled.get(id(sharding))
+            if spelled_as is None:
+                spelled_as = spelled[id(sharding)] = (sharding, *spelling(sharding))
             records[name] = TensorRecord(
                 shape=tensor.shape, dtype=tensor.dtype.value, role=tensor.role.value,
-                placements=spelling[1], partition_spec=spelling[2], sdy=spelling[3])
+                placements=spelled_as[1], partition_spec=spelled_as[2], sdy=spelled_as[3])
     return {name: records[name] for name in graph.tensors if name in records}
 
 

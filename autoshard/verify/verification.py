@@ -46,13 +46,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autoshard.errors import UsageError
-from autoshard.planning.planner import training_step_graph
 from autoshard.planning.record import Plan
+from autoshard.planning.record_check import check_tensor_records, strategy_of
 from autoshard.sharding.mesh import Mesh
-from autoshard.strategies.derive import enumerate_strategies
 from autoshard.verify.emulator import emulate
 from autoshard.verify.pipeline import emulate_pipeline
+from autoshard.verify.planned import planned_graph
 from autoshard.verify.results import EmulationError, EmulationResult
 from graphs import GraphError, OpGraph, zoo
 from graphs.zoo import Family, ModelConfig
@@ -103,6 +102,9 @@ def verify(plan: Plan, graph: OpGraph, *, seed: int = 0, scale: bool = True) -> 
 
     Raises:
         EmulationError: the plan does not belong to ``graph``.
+        PlanRecordError: a tensor record of the plan is not what its op's strategy writes
+            (:func:`~autoshard.planning.record_check.check_tensor_records`), or an op's
+            strategy is none the op has.
 
     Example:
         >>> import autoshard
@@ -114,7 +116,9 @@ def verify(plan: Plan, graph: OpGraph, *, seed: int = 0, scale: bool = True) -> 
     start = time.perf_counter()
     if plan.pipeline:
         return _verify_pipeline(plan, graph, seed=seed, scale=scale)
-    small, dims = scaled_graph(plan, graph) if scale else (planned_graph(plan, graph), {})
+    full = planned_graph(plan, graph)
+    check_tensor_records(plan, full)  # what export emits is what runs below
+    small, dims = _scaled(plan, graph, full) if scale else (full, {})
     result = emulate(plan, small, seed)
     culprit = None if result.divergence is None else result.divergence.name
     return Verification(passed=result.passed, max_abs_err=result.max_abs_err,
@@ -133,10 +137,11 @@ def _verify_pipeline(plan: Plan, graph: OpGraph, *, seed: int, scale: bool) -> V
                              "config (its stages are rebuilt from the config); graph "
                              f'"{graph.name}" is neither')
     chosen, dims = config, {}
+    layers = int(plan.pipeline["stage_model_layers"])  # type: ignore[index]
+    stage = replace(plan, mesh=tuple(a for a in plan.mesh if a[0] != "pp"))
+    full = planned_graph(stage, zoo.build_config(replace(config, layers=layers)))
+    check_tensor_records(stage, full)  # the records are the stage model's
     if scale:
-        layers = int(plan.pipeline["stage_model_layers"])  # type: ignore[index]
-        stage = replace(plan, mesh=tuple(a for a in plan.mesh if a[0] != "pp"))
-        full = planned_graph(stage, zoo.build_config(replace(config, layers=layers)))
         mesh = Mesh(axes=tuple(stage.mesh))
         for small in _candidates(config, mesh.size):
             try:
@@ -160,71 +165,15 @@ def verify_and_attach(plan: Plan, graph: OpGraph, *, seed: int = 0) -> Plan:
     return replace(plan, verification=verify(plan, graph, seed=seed).to_record())
 
 
-# ---- the graph the plan was made for ------------------------------------------------------
-def planned_graph(plan: Plan, graph: OpGraph, *, training: bool | None = None,
-                  optimizer: str | None = None, recompute: str | None = None) -> OpGraph:
-    """``graph``, or its training step when the plan is of one (optimizer and recomputation
-    read off the plan's op kinds and names).
-
-    ``training``, ``optimizer`` and ``recompute`` are the plan command's options when a caller
-    has them (``autoshard export``/``verify``); None reads them off the plan, a value must
-    agree with it.
-
-    Raises:
-        UsageError: a given option contradicts the plan (naming what the plan was made with).
-        EmulationError: the plan's ops are not those of ``graph`` (or its training step).
-    """
-    is_training = any(record.role == "grad" for record in plan.tensors.values())
-    _check_training(is_training, training, optimizer, recompute)
-    if all(name in plan.ops for name in (op.name for op in graph.ops)) and \
-            len(plan.ops) == len(graph.ops):
-        return graph
-    kinds = {rec.kind for rec in plan.ops.values()}
-    planned_optimizer = "sgd" if "sgd_step" in kinds else "adamw"
-    if not kinds & {"sgd_step", "adamw_step"}:
-        raise _mismatch(plan, graph)
-    if optimizer is not None and optimizer != planned_optimizer:
-        raise UsageError(f"the plan was made with --optimizer {planned_optimizer}, not "
-                         f"{optimizer}; drop --optimizer or pass {planned_optimizer}")
-    order = ("none", "selective", "full")
-    if recompute is not None:
-        order = (recompute, *(r for r in order if r != recompute))
-    for choice in order:
-        try:
-            candidate = training_step_graph(graph, planned_optimizer, choice)
-        except Exception as exc:
-            logger.debug("no %s training graph: %s", choice, exc)
-            continue
-        if sorted(op.name for op in candidate.ops) == sorted(plan.ops):
-            if recompute is not None and choice != recompute:
-                raise UsageError(f"the plan was made with --recompute {choice}, not "
-                                 f"{recompute}; drop --recompute or pass {choice}")
-            return candidate
-    raise _mismatch(plan, graph)
-
-
-def _check_training(is_training: bool, training: bool | None, optimizer: str | None,
-                    recompute: str | None) -> None:
-    if training is not None and training != is_training:
-        raise UsageError("the plan is of a training step: drop --inference" if is_training
-                         else "the plan is of inference: drop --training")
-    if not is_training and (optimizer is not None or recompute is not None):
-        raise UsageError("--optimizer and --recompute describe a training step, but the plan "
-                         "is of inference")
-
-
-def _mismatch(plan: Plan, graph: OpGraph) -> EmulationError:
-    missing = sorted(set(plan.ops) ^ {op.name for op in graph.ops})[:3]
-    return EmulationError(f'the plan of "{plan.model}" does not fit graph "{graph.name}": ops '
-                          f"{missing} are in one but not the other; pass the model and shape "
-                          "options it was planned with")
-
-
 # ---- scaling ------------------------------------------------------------------------------
 def scaled_graph(plan: Plan, graph: OpGraph) -> tuple[OpGraph, dict[str, tuple[int, int]]]:
     """A small copy of the plan's graph that runs the same program (:func:`same_program`),
     and the dims scaled (planned → emulated); the plan's own graph and ``{}`` when none fits."""
-    full = planned_graph(plan, graph)
+    return _scaled(plan, graph, planned_graph(plan, graph))
+
+
+def _scaled(plan: Plan, graph: OpGraph, full: OpGraph
+            ) -> tuple[OpGraph, dict[str, tuple[int, int]]]:
     config = zoo.config_of(graph)
     if config is None:
         return full, {}
@@ -367,8 +316,8 @@ def same_program(plan: Plan, full: OpGraph, small: OpGraph, mesh: Mesh) -> bool:
         record = plan.ops.get(op.name)
         if record is None:
             return False
-        planned = _by_label(full, full.op_by_name(op.name), mesh, record.strategy)
-        copied = _by_label(small, op, mesh, record.strategy)
+        planned = strategy_of(full, full.op_by_name(op.name), mesh, record.strategy)
+        copied = strategy_of(small, op, mesh, record.strategy)
         if planned is None or copied is None:
             logger.debug("op %s: strategy %s missing", op.name, record.strategy)
             return False
@@ -383,13 +332,3 @@ def same_program(plan: Plan, full: OpGraph, small: OpGraph, mesh: Mesh) -> bool:
                                  after.short())
                     return False
     return True
-
-
-def _by_label(graph: OpGraph, op: Any, mesh: Mesh, label: str) -> Any:
-    ins, outs = graph.specs(op)
-    for uneven in (False, True):
-        for strategy in enumerate_strategies(op.kind, ins, outs, graph.attrs(op), mesh,
-                                             allow_uneven=uneven):
-            if strategy.label == label:
-                return strategy
-    return None

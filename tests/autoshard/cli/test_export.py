@@ -261,6 +261,46 @@ def test_cli_edited_reshard_is_refused(plan_file: Path, tmp_path: Path) -> None:
     assert code == 2 and "priced" in err and data["reshards"][0]["tensor"] in err
 
 
+def _edit_tensor(plan_file: Path, tmp_path: Path, name: str, placements: list[str],
+                 spec: list | None) -> str:
+    data = json.loads(plan_file.read_text())
+    data["tensors"][name].update(placements=placements, partition_spec=spec, sdy=None)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_cli_tensor_layout_other_than_its_ops_is_refused(plan_file: Path,
+                                                        tmp_path: Path) -> None:
+    """With --model, a tensor record its op's strategy does not write is refused: the export
+    would otherwise lay the tensor out otherwise than it was priced (the unedited plan passes:
+    test_cli_fingerprint_matches_its_model)."""
+    name = "layers.0.mlp.up.out"
+    original = json.loads(plan_file.read_text())["tensors"][name]["placements"]
+    assert original != ["S(0)", "R"]
+    path = _edit_tensor(plan_file, tmp_path, name, ["S(0)", "R"], [["dp"], None, None])
+    for fmt in ("json", "dtensor"):
+        code, out, err = _run(path, "--format", fmt, *MLP)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert f'tensor "{name}" is laid out S(0) R, but op "layers.0.mlp.up"' in err
+        assert f'writes it as {" ".join(original)}' in err
+
+
+def test_cli_without_model_a_reshard_must_start_from_its_tensor(plan_file: Path,
+                                                               tmp_path: Path) -> None:
+    """No --model: what the file says about itself still holds (a reshard starts from the
+    layout its tensor is recorded in)."""
+    reshard = json.loads(plan_file.read_text())["reshards"][0]
+    assert reshard["src"] != ["R", "R"]
+    ndim = len(json.loads(plan_file.read_text())["tensors"][reshard["tensor"]]["shape"])
+    path = _edit_tensor(plan_file, tmp_path, reshard["tensor"], ["R", "R"], [None] * ndim)
+    code, out, err = _run(path, "--format", "hlo")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert (f'tensor "{reshard["tensor"]}" is laid out R R, but its reshard '
+            f'{reshard["producer"]} -> {reshard["consumer"]} starts from '
+            f'{" ".join(reshard["src"])}') in err
+
+
 @pytest.mark.parametrize(("mesh", "memory"), [("x=8", 60e3), ("dp=4,tp=2", 60e3)],
                          ids=["1d", "2d"])
 def test_every_priced_reshard_is_emitted(mesh: str, memory: float) -> None:

@@ -59,7 +59,7 @@ def test_expert_axes_pin_the_experts(tmp_path) -> None:
      "fixes them"),
     (("--model", "llama3-8b", "--mesh", "ep=2", "--expert-axes", "ep"),
      "has no mixture-of-experts layers"),
-    (("--model", MIXTRAL, "--mesh", "ep=2", "--top-k", "3"), "--top_k cannot change"),
+    (("--model", MIXTRAL, "--mesh", "ep=2", "--top-k", "3"), "--top-k cannot change"),
 ])
 def test_bad_moe_input_is_one_line(args: tuple[str, ...], message: str) -> None:
     result = run("plan", *ONE_LAYER, *args)

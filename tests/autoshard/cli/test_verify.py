@@ -76,6 +76,51 @@ def test_a_wrong_plan_exits_1_naming_the_op(tmp_path, plan_dir) -> None:
     assert len(lines) == 1 and "layers.0.mlp.gelu" in lines[0]
 
 
+def _edited(tmp_path, plan_dir, edit) -> str:
+    data = json.loads((plan_dir / "plan.json").read_text())
+    edit(data)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_a_tensor_laid_out_otherwise_than_its_op_writes_it_fails(tmp_path, plan_dir) -> None:
+    """plan.json's tensor records are what export emits: one that its op's strategy does not
+    write fails before any emulation, naming the tensor, both layouts and the op (the
+    unedited plan passes: test_verify_prints_the_verdict_and_leaves_the_file_alone)."""
+    name = "layers.0.mlp.gelu.out"
+    original = json.loads((plan_dir / "plan.json").read_text())["tensors"][name]
+    assert original["placements"] != ["S(0)", "R"]
+
+    def relayout(data):
+        data["tensors"][name].update(placements=["S(0)", "R"],
+                                     partition_spec=[["dp"], None, None], sdy=None)
+
+    result = _verify(_edited(tmp_path, plan_dir, relayout), "--model", "gpt2", *SHAPE)
+    assert result.exit_code == 1 and "FAILED" in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert (f'tensor "{name}" is laid out S(0) R, but op "layers.0.mlp.gelu" (strategy '
+            f'"R") writes it as {" ".join(original["placements"])}') in lines[0]
+    assert "re-plan" in lines[0]
+
+
+def test_an_unknown_strategy_fails_naming_the_op_without_a_full_size_run(
+        tmp_path, plan_dir) -> None:
+    """A label no strategy of the op has used to send verify to the model's full sizes (no
+    scaled copy runs it) and end in a misleading "dims differ" error, or hours of emulation
+    on a large model; it is one line naming the op and some of its strategies."""
+    def bogus(data):
+        data["ops"]["layers.0.mlp.gelu"]["strategy"] = "dp:nonsense"
+
+    result = _verify(_edited(tmp_path, plan_dir, bogus), "--model", "gpt2", *SHAPE)
+    assert result.exit_code == 1 and "scaled dims" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert ('op "layers.0.mlp.gelu" (gelu) has strategy "dp:nonsense", which is not a strategy '
+            "of that op on mesh dp=2,tp=2") in lines[0]
+
+
 @pytest.mark.parametrize(("args", "culprit"), [
     (["--model", "gpt2", "--layers", "2"], "does not fit"),
     (["--model", "gpt2", *SHAPE[:2], "--batch", "8", *SHAPE[4:]], "fingerprint"),
