@@ -73,3 +73,11 @@ def test_pipelined_gap_warning_says_the_gap_is_the_stage_models(pipelined) -> No
     text = summary_text(dataclasses.replace(plan, objective=stopped))
     solver = next(x for x in text.splitlines() if x.startswith("solver"))
     assert "the stage model within 0.5000% of its own lower bound" in solver
+
+
+@pytest.mark.parametrize("command", ["plan", "verify", "explain", "export"])
+def test_batch_has_help(command) -> None:
+    result = run(command, "--help")
+    assert result.exit_code == 0
+    flat = " ".join(result.output.split())
+    assert "--batch INTEGER Samples in one micro-batch over the whole mesh" in flat
