@@ -135,11 +135,18 @@ def _stack(*decorators: Decorator) -> Decorator:
     return apply
 
 
+BATCH_HELP = ("Samples in one micro-batch over the whole mesh, all data-parallel replicas "
+              "together (the graph's batch; --micro-batch is per replica). A step runs it "
+              "once, --grad-accum times or, for a saved plan, the plan's micro-batch count. "
+              "Not with --global-batch or --micro-batch. Zoo models and config.json; "
+              "default: the model's own.")
+
+
 def shape_options(dtype_help: str | None = None) -> Decorator:
     """``--batch --seq --layers --hidden --ffn --heads --dtype``: zoo model overrides; the
     mixture-of-experts ones (``--experts --top-k --capacity-factor --expert-imbalance``)."""
     return _stack(
-        click.option("--batch", type=int, default=None),
+        click.option("--batch", type=int, default=None, help=BATCH_HELP),
         click.option("--seq", type=int, default=None),
         click.option("--layers", type=int, default=None),
         click.option("--hidden", type=int, default=None),

@@ -122,30 +122,44 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
     if trace is not None:
         write_trace(result, trace)
         written.append(str(trace))
-    if not result.objective.optimal:
-        gap = result.objective.gap
-        where = (f"at a gap of {gap:.4%}" if math.isfinite(gap)
-                 else "before proving any lower bound")
-        restricted = [n for n in result.notes if n.startswith("search restricted:")]
-        if restricted and result.objective.status != "time_limit":
-            click.echo(f"autoshard: warning: {restricted[0]}; the plan is within "
-                       f"{gap:.4%} of the best possible, not proven optimal", err=True)
-        elif result.objective.status == "feasible" and gap <= requested_gap:
-            click.echo(f"autoshard: warning: the solver stopped at a gap of {gap:.4%}, within "
-                       f"--gap {requested_gap:g}; the plan is not proven optimal", err=True)
-        else:
-            click.echo(f"autoshard: warning: the solver stopped {where} "
-                       f"({result.objective.status}); the plan is the best found, not proven "
-                       "optimal; raise --time-limit to close the gap", err=True)
-            for note in result.notes:  # what else the time limit did, said where it is seen
-                if note.startswith(("pricing the options took", "the time limit cut")):
-                    click.echo(f"autoshard: note: {note}", err=True)
+    for line in solver_warnings(result, requested_gap):
+        click.echo(f"autoshard: {line}", err=True)
     if as_json or not quiet:  # --json's summary is what was asked for, --quiet or not
         click.echo(_json_summary(result, written) if as_json else summary_text(result, written))
         sys.stdout.flush()
     record = result.verification
     if record is not None and not record["passed"]:
         raise VerificationFailedError(dict(record))
+
+
+def solver_warnings(result: Plan, requested_gap: float) -> list[str]:
+    """What ``plan`` warns (and notes) about a solve that did not prove its plan optimal. A
+    pipelined plan's solve is its stage model's: the warning says the gap is that solve's, not
+    the step's (which adds the pipeline's bubble and transfers)."""
+    obj = result.objective
+    if obj.optimal:
+        return []
+    gap = obj.gap
+    pipelined = bool(result.pipeline)
+    solver = "the solver of the stage model" if pipelined else "the solver"
+    subject = "the stage model's layouts are" if pipelined else "the plan is"
+    after = ("; the gap is the stage model's, not the pipelined step's, which adds the "
+             "pipeline's bubble and transfers" if pipelined else "")
+    where = (f"at a gap of {gap:.4%}" if math.isfinite(gap)
+             else "before proving any lower bound")
+    restricted = [n for n in result.notes if n.startswith("search restricted:")]
+    if restricted and obj.status != "time_limit":
+        return [f"warning: {restricted[0]}; {subject} within {gap:.4%} of the best possible, "
+                f"not proven optimal{after}"]
+    if obj.status == "feasible" and gap <= requested_gap:
+        return [f"warning: {solver} stopped at a gap of {gap:.4%}, within --gap "
+                f"{requested_gap:g}; {subject} not proven optimal{after}"]
+    lines = [f"warning: {solver} stopped {where} ({obj.status}); {subject} the best found, "
+             f"not proven optimal; raise --time-limit to close the gap{after}"]
+    # what else the time limit did, said where it is seen
+    lines += [f"note: {note}" for note in result.notes
+              if note.startswith(("pricing the options took", "the time limit cut"))]
+    return lines
 
 
 def _json_summary(result: Plan, written: list[str]) -> str:

@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -594,6 +595,8 @@ class _Planner:
                    **({"pinned_tensors": len(self.pinned)} if self.pinned else {})},
             pins=None if self.options.pins is None else self.options.pins.to_dict(),
             throughput=self._throughput(total),
+            model_parameters=sum(math.prod(t.shape) for t in self.forward.tensors.values()
+                                 if t.role is TensorRole.PARAM),
         )
 
     def _throughput(self, step_s: float) -> dict[str, Any] | None:

@@ -191,6 +191,8 @@ class Plan:
     pins: Mapping[str, Any] | None = None
     throughput: Mapping[str, Any] | None = None
     pipeline: Mapping[str, Any] | None = None  # stages, schedule, timeline (pipelined plans)
+    model_parameters: int | None = None  # the whole model's (a pipelined plan's tensors are
+    # one stage model's); None in plans written before it was recorded
 
     def __post_init__(self) -> None:
         """Give every tensor record the plan's mesh (what its framework objects need)."""
@@ -229,6 +231,8 @@ class Plan:
         return {
             "format": PLAN_FORMAT,
             "model": self.model,
+            **({"model_parameters": self.model_parameters}
+               if self.model_parameters is not None else {}),
             "fingerprint": self.fingerprint,
             "mesh": {"axes": [{"name": n, "size": s} for n, s in self.mesh]},
             "topology": {"name": self.topology, "links": [dict(x) for x in self.links]},
@@ -369,4 +373,5 @@ def _plan_from_dict(d: Mapping[str, Any]) -> Plan:
         pins=d.get("pins"),
         throughput=d.get("throughput"),
         pipeline=d.get("pipeline"),
+        model_parameters=d.get("model_parameters"),
     )

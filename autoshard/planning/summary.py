@@ -37,7 +37,10 @@ def format_seconds(seconds: float) -> str:
 
 
 def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
-    params = sum(math.prod(rec.shape) for rec in plan.tensors.values() if rec.role == "param")
+    params = plan.model_parameters  # a pipelined plan's tensors are one stage model's
+    if params is None:  # a plan written before the count was recorded
+        params = sum(math.prod(rec.shape) for rec in plan.tensors.values()
+                     if rec.role == "param")
     lines = [f"model      {plan.model}  ({params:,} parameters)",
              "mesh       " + ", ".join(f"{n}={s}" for n, s in plan.mesh)
              + f"  on {plan.topology}"]
@@ -49,7 +52,7 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
         mfu = "" if rate.get("mfu") is None else f", MFU {rate['mfu']:.1%}"
         lines.append(f"throughput {rate['tokens_per_s_per_device']:,.0f} tokens/s per device "
                      f"({rate['tokens_per_step']:,} tokens per step{mfu})")
-    lines.append(_solver_line(plan.objective))
+    lines.append(_solver_line(plan.objective, pipelined=bool(plan.pipeline)))
     limit = format_bytes(plan.limit_bytes) if plan.limit_bytes else "none"
     lines.append(f"memory     {format_bytes(plan.peak_bytes_per_device)} per device "
                  f"(limit {limit})" + _breakdown(plan.memory_breakdown))
@@ -95,16 +98,25 @@ def _step_line(plan: Plan) -> str:
 BREAKDOWN_ORDER = ("params", "grads", "optimizer", "activations", "inputs", "reserve")
 
 
-def _solver_line(obj: Any) -> str:
+def _solver_line(obj: Any, pipelined: bool = False) -> str:
     """The solver's verdict; a solve stopped before any lower bound says so instead of
-    printing an infinite gap."""
+    printing an infinite gap. A pipelined plan's solve is its stage model's (the busiest
+    stage's layers, see plan.json's notes): the gap is that solve's, and the bound is the
+    busiest stage's work, which the step exceeds by the pipeline's bubble and transfers."""
     solve = f"solve {format_seconds(obj.solve_s)}"
+    whose = "the stage model" if pipelined else ""
     if not math.isfinite(obj.lower_bound_s) or not math.isfinite(obj.gap):
-        return (f"solver     {obj.status}, no lower bound proven (the gap to the optimum is "
-                f"unknown); {solve}")
-    proof = "proven optimal" if obj.optimal else f"gap {obj.gap:.4%} to the lower bound"
-    return (f"solver     {obj.status}, {proof}; lower bound {format_seconds(obj.lower_bound_s)}; "
-            f"{solve}")
+        return (f"solver     {obj.status}, {whose + ': ' if whose else ''}no lower bound proven "
+                f"(the gap to the optimum is unknown); {solve}")
+    if not pipelined:
+        proof = "proven optimal" if obj.optimal else f"gap {obj.gap:.4%} to the lower bound"
+        return (f"solver     {obj.status}, {proof}; lower bound "
+                f"{format_seconds(obj.lower_bound_s)}; {solve}")
+    proof = ("proven optimal" if obj.optimal
+             else f"within {obj.gap:.4%} of its own lower bound")
+    return (f"solver     {obj.status}, {whose} {proof}; the busiest stage's work "
+            f"{format_seconds(obj.lower_bound_s)} (the step adds the pipeline's bubble and "
+            f"transfers); {solve}")
 
 
 def _breakdown(breakdown: Any) -> str:

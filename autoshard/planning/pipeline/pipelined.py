@@ -336,7 +336,8 @@ def _pipelined_plan(forward: OpGraph, mesh: Mesh, topo: Topology, links: MeshLin
         fingerprint=fingerprint(forward, mesh, topo, links),
         notes=(*intra.notes, *record["notes"]),
         stats={**dict(intra.stats), "settings": settings}, throughput=rate,
-        pipeline={k: v for k, v in record.items() if k != "notes"})
+        pipeline={k: v for k, v in record.items() if k != "notes"},
+        model_parameters=sum(math.prod(t.shape) for t in params))
 
 
 def _breakdown(choice: Choice, setting: Setting, reserve: float) -> dict[str, float]:
