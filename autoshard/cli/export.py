@@ -93,7 +93,7 @@ def export_text(*, plan_path: Path, fmt: str, out_file: Path | None, force: bool
             raise UsageError("--model checks a plan's fingerprint, which a pipelined plan "
                              "records for the whole model; export it without --model")
         overrides = stage_overrides(whole, topology, overrides)
-    view = plan_shardings(plan)
+    view = plan_shardings(plan, str(plan_path))
     topo, links = plan_links(plan, view.mesh, topology, overrides)
     _check_model(plan, view.mesh, topo, links, model, training, optimizer, recompute, shape)
     reshards = lower_plan_reshards(plan, view, links, float(topo.device.hbm_bw_bytes_per_s))

@@ -78,7 +78,7 @@ def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write
     else:
         full = planned_graph(plan, graph, training=training, optimizer=optimizer,
                              recompute=recompute)  # a training plan's step: read off the plan
-        mesh = plan_shardings(plan).mesh
+        mesh = plan_shardings(plan, str(plan_path)).mesh
         topo, links = plan_links(plan, mesh, topology, parse_links(link_specs))
         check_fingerprint(plan, full, mesh, topo, links)
         _check_paths(plan, links, float(topo.device.hbm_bw_bytes_per_s))

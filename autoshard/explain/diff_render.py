@@ -18,9 +18,10 @@ def diff_text(diff: PlanDiff, shown: int = SHOWN) -> str:
     lines = [f"A  {diff.a}", f"B  {diff.b}"]
     if diff.differs:
         lines.append(f"compared anyway (--force): {'; '.join(diff.differs)}")
-    lines.append(f"{'':<32} {'A':>12} {'B':>12} {'B - A':>13}")
-    lines += [_row(r, format_seconds, signed_seconds) for r in diff.time]
-    lines += [_row(r, format_bytes, signed_bytes) for r in diff.memory]
+    label = max([32, *(len(_label(r)) for r in (*diff.time, *diff.memory))])
+    lines.append(f"{'':<{label}} {'A':>12} {'B':>12} {'B - A':>13}")
+    lines += [_row(r, format_seconds, signed_seconds, label) for r in diff.time]
+    lines += [_row(r, format_bytes, signed_bytes, label) for r in diff.memory]
     count = sum(p.tensors for p in diff.placements)
     if not diff.placements:
         lines.append("placements: identical")
@@ -36,9 +37,13 @@ def diff_text(diff: PlanDiff, shown: int = SHOWN) -> str:
     return "\n".join(lines)
 
 
-def _row(row: Row, fmt: Callable[[float], str], signed: Callable[[float], str]) -> str:
-    item = row.item if row.item.startswith("  ") else f"{row.section} {row.item}"
-    return f"{item:<32} {fmt(row.a):>12} {fmt(row.b):>12} {signed(row.delta):>13}"
+def _label(row: Row) -> str:
+    return row.item if row.item.startswith("  ") else f"{row.section} {row.item}"
+
+
+def _row(row: Row, fmt: Callable[[float], str], signed: Callable[[float], str],
+         width: int) -> str:
+    return f"{_label(row):<{width}} {fmt(row.a):>12} {fmt(row.b):>12} {signed(row.delta):>13}"
 
 
 def _collectives(title: str, changes: tuple[CollectiveChange, ...], shown: int) -> list[str]:

@@ -63,8 +63,9 @@ class PlanShardings:
         return _sharding(self.mesh, tensor, placements, None, len(self.shapes[tensor]))
 
 
-def plan_shardings(plan: Any) -> PlanShardings:
-    """Read the mesh and every tensor's sharding out of a loaded `Plan`.
+def plan_shardings(plan: Any, source: str = "plan") -> PlanShardings:
+    """Read the mesh and every tensor's sharding out of a loaded `Plan`; errors name the plan
+    file as ``source`` (its path, when the caller knows it).
 
     Raises:
         PlanFileError: a placement that does not parse or does not fit its tensor or mesh.
@@ -88,9 +89,9 @@ def plan_shardings(plan: Any) -> PlanShardings:
     try:
         mesh = Mesh(axes=tuple(plan.mesh))
     except AutoshardError as exc:
-        raise PlanFileError("plan", f"bad mesh: {exc}") from None
+        raise PlanFileError(source, f"bad mesh: {exc}") from None
     shardings = {
-        name: _sharding(mesh, name, rec.placements, rec.partition_spec, len(rec.shape))
+        name: _sharding(mesh, name, rec.placements, rec.partition_spec, len(rec.shape), source)
         for name, rec in plan.tensors.items()
     }
     return PlanShardings(
@@ -103,7 +104,8 @@ def plan_shardings(plan: Any) -> PlanShardings:
 
 
 def _sharding(
-    mesh: Mesh, tensor: str, placements: Sequence[str], spec: Any, ndim: int
+    mesh: Mesh, tensor: str, placements: Sequence[str], spec: Any, ndim: int,
+    source: str = "plan",
 ) -> TensorSharding:
     try:
         ts = TensorSharding(mesh, tuple(parse_placement(p) for p in placements), ndim)
@@ -111,13 +113,13 @@ def _sharding(
             return ts
         ordered = TensorSharding.from_partition_spec(mesh, tuple(spec), ndim)
     except AutoshardError as exc:
-        raise PlanFileError("plan", f'tensor "{tensor}": {exc}') from None
+        raise PlanFileError(source, f'tensor "{tensor}": {exc}') from None
     if [sorted(a) for a in ordered.dim_axes] != [sorted(a) for a in ts.dim_axes]:
         message = (
             f'tensor "{tensor}": placements {list(placements)} and partition_spec '
             f"{list(spec)} disagree; the plan file was edited or is corrupt"
         )
-        raise PlanFileError("plan", message)
+        raise PlanFileError(source, message)
     return TensorSharding(mesh, ts.placements, ndim, ordered.shard_order)
 
 

@@ -107,7 +107,7 @@ adds at every step, from each node's per-output local bytes (see ``plan``'s ``he
 
 def plan(
     graph: OpGraph,
-    mesh: Mesh,
+    mesh: Mesh | str,
     *,
     topology: Topology | str = "dgx-h100",
     links: Mapping[str, str | Link] | None = None,
@@ -134,8 +134,10 @@ def plan(
     """Plan the sharding of every tensor of ``graph`` on ``mesh``.
 
     Args:
-        graph: the operator graph (forward only, or with backward and optimizer ops).
-        mesh: named mesh axes, major to minor.
+        graph: the operator graph (forward only, or with backward and optimizer ops), e.g.
+            ``graphs.zoo.build("gpt2", layers=2, batch=8, seq=512)`` or ``graphs.load(path)``.
+        mesh: named mesh axes, major to minor: a :class:`Mesh` or its text, ``"dp=2,tp=4"``
+            (:meth:`Mesh.parse`).
         topology: a preset name or a :class:`costmodel.Topology`.
         links: per-axis link overrides, e.g. ``{"dp": "ib", "tp": "alpha:5us,bw:450GB/s"}``.
         memory_limit: bytes per device; ``None`` uses the device's HBM capacity.
@@ -189,7 +191,9 @@ def plan(
 
     Raises:
         autoshard.errors.AutoshardError subclasses: bad mesh or links, infeasible memory.
+        TypeError: ``graph`` is not an :class:`OpGraph` or ``mesh`` not a Mesh or string.
     """
+    graph, mesh = _check_graph(graph), _as_mesh(mesh)
     check_memory_limit(memory_limit)
     _check_reserve(reserve, memory_limit, topology)
     check_gap(gap)
@@ -216,6 +220,27 @@ def plan(
                        options)
     planner.forward, planner.training = forward, training or graph is not forward
     return planner.run()
+
+
+def _check_graph(graph: Any) -> OpGraph:
+    if isinstance(graph, OpGraph):
+        return graph
+    hint = ""
+    if isinstance(graph, str):
+        hint = (f'; read it with graphs.load("{graph}")' if graph.endswith(".json") else
+                f'; build it, e.g. graphs.zoo.build("{graph}", layers=2, batch=8, seq=512)')
+    raise TypeError(f"plan(): graph must be an OpGraph (graphs.zoo.build(...), "
+                    f"graphs.load(path) or an importer's), not {type(graph).__name__} "
+                    f"{graph!r}"[:200] + hint)
+
+
+def _as_mesh(mesh: Any) -> Mesh:
+    if isinstance(mesh, Mesh):
+        return mesh
+    if isinstance(mesh, str):
+        return Mesh.parse(mesh)
+    raise TypeError(f'plan(): mesh must be a Mesh or its text like "dp=2,tp=4", '
+                    f"not {type(mesh).__name__} {mesh!r}"[:200])
 
 
 def replan(graph: OpGraph, mesh: Mesh, topology: Topology, links: MeshLinks,

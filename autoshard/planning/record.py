@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -264,12 +264,20 @@ class Plan:
         return paths
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "plan") -> Plan:
+    def from_dict(cls, data: Any, source: str = "plan") -> Plan:
+        """A plan from a parsed plan.json; `PlanFileError` names ``source`` and the field that
+        is missing or of the wrong type."""
+        if not isinstance(data, Mapping):
+            raise PlanFileError(source, "not a plan (a JSON object written by "
+                                        "autoshard plan --out)")
         if data.get("format") != PLAN_FORMAT:
             raise PlanFileError(source, f'format is {data.get("format")!r}, '
                                         f'expected "{PLAN_FORMAT}"')
         try:
+            _check_fields(data)
             return _plan_from_dict(data)
+        except _MalformedField as exc:
+            raise PlanFileError(source, str(exc)) from None
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanFileError(source, f"missing or malformed field {exc}") from None
 
@@ -334,6 +342,91 @@ def _reshard_dict(r: ReshardRecord) -> dict[str, Any]:
 def _collective(d: Mapping[str, Any]) -> CollectiveRecord:
     return CollectiveRecord(kind=d["kind"], axes=tuple(d["axes"]), group_size=int(d["group_size"]),
                             bytes=float(d["bytes"]), seconds=float(d["seconds"]))
+
+
+class _MalformedField(Exception):
+    """A plan.json field that is missing or of the wrong type (the message names it)."""
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,), "list": (list,), "string": (str,), "number": (int, float),
+    "integer": (int,), "boolean": (bool,)}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    for name, types in _JSON_TYPES.items():
+        if isinstance(value, types) and name not in ("integer", "boolean"):
+            return ("an " if name[0] in "aeiou" else "a ") + name
+    return type(value).__name__
+
+
+def _need(d: Mapping[str, Any], key: str, kind: str, where: str = "",
+          optional: bool = False, nullable: bool = False) -> Any:
+    """``d[key]`` if it is of JSON type ``kind``, else `_MalformedField` naming the field."""
+    name = f"{where}.{key}" if where else key
+    if key not in d:
+        if optional:
+            return None
+        raise _MalformedField(f'field "{name}" is missing')
+    value = d[key]
+    if value is None and (optional or nullable):
+        return None
+    ok = isinstance(value, _JSON_TYPES[kind]) and (
+        kind == "boolean" or not isinstance(value, bool))
+    if not ok:
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise _MalformedField(f'field "{name}" must be {article} {kind}, '
+                              f"not {_json_type(value)}")
+    return value
+
+
+_OBJECTIVE_KINDS = {"float": "number", "int": "integer", "bool": "boolean", "str": "string"}
+
+
+def _check_fields(d: Mapping[str, Any]) -> None:
+    """The top-level fields of a plan.json and the small ones read whole (mesh, topology,
+    objective, memory) have their JSON types; the big maps are checked entry by entry."""
+    _need(d, "model", "string")
+    _need(d, "fingerprint", "string")
+    axes = _need(_need(d, "mesh", "object"), "axes", "list", "mesh")
+    for i, axis in enumerate(axes):
+        where = f"mesh.axes[{i}]"
+        if not isinstance(axis, dict):
+            raise _MalformedField(f'field "{where}" must be an object, not {_json_type(axis)}')
+        _need(axis, "name", "string", where)
+        _need(axis, "size", "integer", where)
+    topology = _need(d, "topology", "object")
+    _need(topology, "name", "string", "topology")
+    _need(topology, "links", "list", "topology")
+    objective = _need(d, "objective", "object")
+    fields = {f.name: f for f in Objective.__dataclass_fields__.values()}
+    unknown = sorted(set(objective) - set(fields))
+    if unknown:
+        raise _MalformedField(f'field "objective" has unknown key "{unknown[0]}" '
+                              f"(known: {', '.join(fields)})")
+    for name, f in fields.items():
+        _need(objective, name, _OBJECTIVE_KINDS[str(f.type)], "objective",
+              optional=f.default is not MISSING)
+    memory = _need(d, "memory", "object")
+    _need(memory, "peak_bytes_per_device", "number", "memory")
+    _need(memory, "limit_bytes", "number", "memory", nullable=True)
+    _need(memory, "breakdown", "object", "memory", optional=True)
+    for key in ("tensors", "ops"):
+        for name, entry in _need(d, key, "object").items():
+            if not isinstance(entry, dict):
+                raise _MalformedField(f'field "{key}.{name}" must be an object, '
+                                      f"not {_json_type(entry)}")
+    for i, entry in enumerate(_need(d, "reshards", "list")):
+        if not isinstance(entry, dict):
+            raise _MalformedField(f'field "reshards[{i}]" must be an object, '
+                                  f"not {_json_type(entry)}")
+    _need(d, "notes", "list", optional=True)
+    for key in ("stats", "verification", "pins", "throughput", "pipeline"):
+        _need(d, key, "object", optional=True)
 
 
 def _plan_from_dict(d: Mapping[str, Any]) -> Plan:

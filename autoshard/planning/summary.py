@@ -29,9 +29,11 @@ def layer_pattern(name: str) -> str:
 
 
 def format_seconds(seconds: float) -> str:
-    if seconds >= 1:
+    """Seconds in s, ms or us, chosen by magnitude (a negative value scales like its
+    positive: ``-1.224 s``, not ``-1224494.113 us``)."""
+    if abs(seconds) >= 1:
         return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
+    if abs(seconds) >= 1e-3:
         return f"{seconds * 1e3:.3f} ms"
     return f"{seconds * 1e6:.3f} us"
 

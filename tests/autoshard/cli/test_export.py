@@ -208,7 +208,7 @@ def test_cli_out_and_force(plan_file: Path, tmp_path: Path) -> None:
     (None, "no such file"),
     ("{not json", "not JSON"),
     ('{"format": "other/v9"}', "expected \"autoshard.plan/v1\""),
-    ('{"format": "autoshard.plan/v1"}', "missing or malformed field"),
+    ('{"format": "autoshard.plan/v1"}', 'field "model" is missing'),
 ], ids=["missing", "not-json", "wrong-format", "missing-fields"])
 def test_cli_bad_plan_file(tmp_path: Path, content: str | None, message: str) -> None:
     path = tmp_path / "plan.json"

@@ -73,3 +73,28 @@ def test_plans_of_different_problems_are_refused_unless_forced(plans, tmp_path) 
         rows = list(csv.DictReader(handle))
     assert len(rows) == len(forced.rows())
     assert {r["section"] for r in rows} >= {"time", "memory"}
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (-1.224494113, "-1.224 s"), (-0.095587761, "-95.588 ms"), (-1.9e-6, "-1.900 us"),
+    (1.129, "1.129 s"), (0.0, "0.000 us"), (-0.001, "-1.000 ms")])
+def test_negative_seconds_scale_like_positive_ones(seconds, text) -> None:
+    from autoshard.planning.summary import format_seconds
+    assert format_seconds(seconds) == text
+
+
+def test_diff_time_rows_are_scaled_and_aligned(plans) -> None:
+    """The hidden and beside-other-axes rows are negative (they come off the step time):
+    they print in ms like the rest, and every time and memory row's columns line up."""
+    from dataclasses import replace
+    a, b = plans  # seconds of hidden/beside communication, as a big model has
+    a = replace(a, objective=replace(a.objective, hidden_s=1.224494113, concurrent_s=3.1e-3))
+    b = replace(b, objective=replace(b.objective, hidden_s=0.095587761, concurrent_s=3.5e-5))
+    diff = diff_plans(a, b)
+    lines = diff_text(diff).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.rstrip().endswith("B - A"))
+    rows = lines[header + 1:header + 1 + len(diff.time) + len(diff.memory)]
+    assert all(len(line) == len(lines[header]) for line in rows), "\n".join(rows)
+    for line in rows[:len(diff.time)]:
+        for value in line.split()[-6:][::2]:  # the A, B and B - A numbers
+            assert abs(float(value)) < 1000, line
