@@ -37,10 +37,6 @@ AUTO_LARGE_GAP = 1e-3
 # milliseconds on hundreds of nodes)
 DESCENT_SECONDS = 1.0
 
-# the exact least peak of an infeasible problem is computed up to this many (option, row)
-# terms; above, the message gives a proven lower bound of it (_infeasible)
-EXACT_PEAK_TERMS = 200_000
-
 Sizes = tuple[int, int, int]
 """(nodes, options, edges) of a problem, before or after reductions, for the stats."""
 
@@ -63,7 +59,8 @@ def solve_graph(problem: ChoiceProblem, clock: Clock, backend: str, reductions: 
         ix = index_work(work)
         x, bound, timed_out, used = _search(ix, backend, gap, clock, lp_first)
     except MemoryExhausted:
-        raise _infeasible(build_work(problem)) from None
+        fresh = build_work(problem)
+        raise Infeasible(min_peak=_exact_peak(fresh), limit=float(fresh.limit)) from None
     choices = work.lift({node: int(x[i]) for i, node in enumerate(ix.ids)}, problem.num_nodes)
     bound = max(bound, -math.inf if known_bound is None else known_bound)
     return finish(problem, choices, bound, timed_out, clock, used, before, work.size())
@@ -75,22 +72,13 @@ def _check_memory(work: Work) -> None:
     for row in work.rows:
         leanest = sum(float(vec.min()) for vec in row.values())
         if leanest > work.limit:
-            raise _infeasible(work)
+            raise Infeasible(min_peak=_exact_peak(work), limit=work.limit)
 
 
-def _infeasible(work: Work) -> Infeasible:
-    """The verdict, with the least peak any plan reaches: exact when one row or a small
-    problem makes that cheap, else the largest row's leanest sum, a proven lower bound (the
-    exact minimum over liveness rows is a min-max integer program: on llama3-70b training
-    under 10 GiB, 80 layers, building it alone ran past 400 s of a 30 s limit)."""
-    assert work.limit is not None
+def _exact_peak(work: Work) -> float:
     if len(work.rows) == 1:
-        return Infeasible(min_peak=sum(float(vec.min()) for vec in work.rows[0].values()),
-                          limit=work.limit)
-    if sum(vec.size for row in work.rows for vec in row.values()) <= EXACT_PEAK_TERMS:
-        return Infeasible(min_peak=min_peak(index_work(work)), limit=work.limit)
-    lower = max(sum(float(vec.min()) for vec in row.values()) for row in work.rows)
-    return Infeasible(min_peak=lower, limit=work.limit, exact=False)
+        return sum(float(vec.min()) for vec in work.rows[0].values())
+    return min_peak(index_work(work))
 
 
 def _search(ix: Indexed, backend: str, gap: float, clock: Clock, lp_first: bool = True

@@ -508,25 +508,6 @@ def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
                                bound=answer.bound + (value - answer.objective))
 
 
-def _unless_clearly_too_small(whole: ChoiceProblem, clock: Clock) -> None:
-    """Before the whole problem of a memory-bound chain is built (all its layers' rows
-    spelled out: minutes on llama3-70b's 80 layers): the verdict when some row cannot fit
-    even at every node's leanest option, with that row's sum as a proven lower bound of the
-    peak; and no build at all once the deadline has passed (llama3-70b training under
-    10 GiB with a 30 s limit ran past 400 s here)."""
-    if whole.memory_limit is None or not whole.liveness:
-        return
-    least = float(whole.compiled_rows().least_sums().max())
-    if least > whole.memory_limit:
-        raise Infeasible(min_peak=least, limit=whole.memory_limit, exact=False)
-    if clock.expired():
-        limit = None if clock.deadline is None else clock.deadline - clock.start
-        raise NoSolutionError("no plan that fits the memory limit was found within the time "
-                              "limit (a plan that ties the layers does not fit, and mixing "
-                              "them was not searched); raise the time limit or the memory "
-                              "limit", time_limit=limit)
-
-
 def solve_restricted(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
                      before: Sizes, known_bound: float | None) -> Solution:
     """A plan with every interior block taking the same choices; its bound is only what is
@@ -543,7 +524,6 @@ def solve_restricted(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: fl
         # tying layers may cost memory (a plan could mix layer strategies to fit): only the
         # whole problem can say that nothing fits
         whole = dataclasses.replace(problem, blocks=None)
-        _unless_clearly_too_small(whole, clock)
         return solve_graph(whole, Clock(clock.remaining()), "auto", True, gap, known_bound,
                            sizes_of(whole))
     for name, seconds in answer.stats.seconds:

@@ -553,8 +553,7 @@ class _Planner:
                                                         float(limit)) from None
                 exc = unpinned
             raise MemoryTooSmallError(needed_bytes=float(exc.min_peak) + options.reserve,
-                                      limit_bytes=float(limit), mesh=str(self.mesh),
-                                      exact=exc.exact) from None
+                                      limit_bytes=float(limit), mesh=str(self.mesh)) from None
 
     def _decode(self, solution: Any, nodes: list[NodeTerms], edges: list[Edge],
                 loops: list[Edge], limit: float) -> Plan:
