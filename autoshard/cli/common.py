@@ -142,16 +142,24 @@ BATCH_HELP = ("Samples in one micro-batch over the whole mesh, all data-parallel
               "default: the model's own.")
 
 
+SEQ_HELP = "Tokens per sample (sequence length); default: the model's own."
+LAYERS_HELP = ("Transformer layers (zoo models and config.json; e.g. 2 for a quick look); "
+               "default: the model's own.")
+HIDDEN_HELP = "Hidden (model) width of a zoo model; default: the model's own."
+FFN_HELP = "Feed-forward (MLP) width of a zoo model; default: the model's own."
+HEADS_HELP = "Attention heads of a zoo model; default: the model's own."
+
+
 def shape_options(dtype_help: str | None = None) -> Decorator:
     """``--batch --seq --layers --hidden --ffn --heads --dtype``: zoo model overrides; the
     mixture-of-experts ones (``--experts --top-k --capacity-factor --expert-imbalance``)."""
     return _stack(
         click.option("--batch", type=int, default=None, help=BATCH_HELP),
-        click.option("--seq", type=int, default=None),
-        click.option("--layers", type=int, default=None),
-        click.option("--hidden", type=int, default=None),
-        click.option("--ffn", type=int, default=None),
-        click.option("--heads", type=int, default=None),
+        click.option("--seq", type=int, default=None, help=SEQ_HELP),
+        click.option("--layers", type=int, default=None, help=LAYERS_HELP),
+        click.option("--hidden", type=int, default=None, help=HIDDEN_HELP),
+        click.option("--ffn", type=int, default=None, help=FFN_HELP),
+        click.option("--heads", type=int, default=None, help=HEADS_HELP),
         click.option("--dtype", default=None, help=dtype_help),
         click.option("--experts", type=int, default=None,
                      help="Routed experts of a mixture-of-experts zoo model."),

@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import friendly_errors
+from autoshard.cli.common import (FFN_HELP, HEADS_HELP, HIDDEN_HELP, LAYERS_HELP,
+                                  friendly_errors)
 from autoshard.errors import UsageError
 from autoshard.sweep.points import DEFAULT_LINKS, SweepSpec, parse_axes, parse_int_list
 from autoshard.sweep.runner import SWEEP_GAP, RunSettings
@@ -26,7 +27,7 @@ MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
 @click.command("sweep")
 @click.option("--model", required=True,
               help="A zoo model name (see `autoshard models`), a Hugging Face config.json "
-                   "(llama, mistral, qwen2, gpt2) or a graph JSON file.")
+                   "(llama, mistral, qwen2, gpt2, mixtral, qwen2_moe) or a graph JSON file.")
 @click.option("--devices", "devices_text", required=True,
               help="Device counts, comma-separated, e.g. 8,16,64.")
 @click.option("--axes", "axes_text", default="1-3", show_default=True,
@@ -56,10 +57,10 @@ MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
                    "--global-batch/--micro-batch); meshes whose replicas do not divide the "
                    "batch so are left out. Default: 1 for the pipelined points, the whole "
                    "batch at once for the others.")
-@click.option("--layers", type=int, default=None)
-@click.option("--hidden", type=int, default=None)
-@click.option("--ffn", type=int, default=None)
-@click.option("--heads", type=int, default=None)
+@click.option("--layers", type=int, default=None, help=LAYERS_HELP)
+@click.option("--hidden", type=int, default=None, help=HIDDEN_HELP)
+@click.option("--ffn", type=int, default=None, help=FFN_HELP)
+@click.option("--heads", type=int, default=None, help=HEADS_HELP)
 @click.option("--dtype", default=None)
 @click.option("--memory", default=None, help="Memory per device, e.g. 80GiB (default: HBM).")
 @click.option("--reserve", default="0", show_default=True, help="Memory kept free per device.")
