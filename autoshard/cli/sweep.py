@@ -12,8 +12,7 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import (FFN_HELP, HEADS_HELP, HIDDEN_HELP, LAYERS_HELP,
-                                  friendly_errors)
+from autoshard.cli.common import FFN_HELP, HEADS_HELP, HIDDEN_HELP, LAYERS_HELP, friendly_errors
 from autoshard.errors import UsageError
 from autoshard.sweep.points import DEFAULT_LINKS, SweepSpec, parse_axes, parse_int_list
 from autoshard.sweep.runner import SWEEP_GAP, RunSettings
