@@ -25,6 +25,7 @@ from autoshard.errors import (
     VerificationFailedError,
 )
 from autoshard.output_paths import file_in_the_way, write_refused
+from autoshard.planning.record import plan_file
 from costmodel import CostModelError, LaunchFloorWarning
 from graphs import GraphError
 from graphs.importers.unmapped import UnmappedOpsWarning
@@ -99,6 +100,18 @@ def check_output_file(path: Path | None, force: bool, option: str,
     if refused is not None:
         raise UsageError(f'{option} "{path}": {refused}; pass a path in a directory you can '
                          "write")
+
+
+class PlanFileType(click.Path):
+    """A plan argument: a plan.json, or the directory ``plan --out`` wrote (its plan.json).
+    Anything else passes through for :meth:`Plan.load` to name what is wrong in one line."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        return plan_file(Path(super().convert(value, param, ctx)))
 
 
 PRODUCT_WARNINGS = (UnmodelledFieldsWarning, UnmappedOpsWarning, LaunchFloorWarning)

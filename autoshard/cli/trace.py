@@ -8,14 +8,14 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import check_output_file, friendly_errors
+from autoshard.cli.common import PlanFileType, check_output_file, friendly_errors
 from autoshard.planning.record import Plan
 from autoshard.planning.summary import format_seconds
 from autoshard.timeline import Timeline, write_trace
 
 
 @click.command("trace")
-@click.argument("plan_path", metavar="PLAN.json", type=click.Path(path_type=Path))
+@click.argument("plan_path", metavar="PLAN.json", type=PlanFileType())
 @click.option("--out", "out_path", type=click.Path(path_type=Path), required=True,
               help="The trace file to write (Chrome trace JSON: open it in Perfetto or "
                    "chrome://tracing).")

@@ -283,7 +283,11 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
-        path = Path(path)
+        """The plan in ``path``: a plan.json, or the directory ``plan --out`` wrote it to."""
+        path = plan_file(Path(path))
+        if path.is_dir():
+            raise PlanFileError(str(path), f'a directory without {PLAN_FILE_NAME}; pass the '
+                                           f"{PLAN_FILE_NAME} that autoshard plan --out wrote")
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
@@ -291,6 +295,16 @@ class Plan:
         except json.JSONDecodeError as exc:
             raise PlanFileError(str(path), f"not JSON ({exc.msg} at line {exc.lineno})") from None
         return cls.from_dict(data, str(path))
+
+
+PLAN_FILE_NAME = "plan.json"
+
+
+def plan_file(path: Path) -> Path:
+    """``path``, or the plan.json in it when ``path`` is a directory that holds one (what
+    ``plan --out DIR`` wrote): every command that reads a plan takes either."""
+    inside = path / PLAN_FILE_NAME
+    return inside if path.is_dir() and inside.is_file() else path
 
 
 _COST_COLUMNS = ["op", "kind", "strategy", "local_inputs", "local_outputs", "flops",
