@@ -26,6 +26,7 @@ class Category(enum.Enum):
     EXPOSED = "comm.exposed"       # a collective the compute waits for
     OVERLAPPED = "comm.overlapped"  # a collective that runs beside compute
     INTRA_OP = "comm.intra_op"     # a collective inside an op (e.g. vocab-parallel loss)
+    REPEAT = "repeat"              # micro-batches that repeat micro-batch 0, as one block
 
     def __repr__(self) -> str:
         return f"Category.{self.name}"
