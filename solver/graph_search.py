@@ -21,6 +21,7 @@ from solver.compact import Indexed, Work, build_work, index_work
 from solver.descent import descend
 from solver.dp import DPResult, lagrange_dp
 from solver.errors import Infeasible, NoSolutionError, ProblemTooLargeError
+from solver.neighbourhood import improve
 from solver.peak import min_peak
 from solver.problem import ChoiceProblem
 from solver.reduce import MemoryExhausted, reduce_work
@@ -117,6 +118,10 @@ def _search(ix: Indexed, backend: str, gap: float, clock: Clock, lp_first: bool 
         best = _better(ix, best, descend(ix, best, time.perf_counter() + DESCENT_SECONDS))
         clock.lap("descent")
         assert best is not None
+        if used in ("highs", "cpsat"):  # time left after a skipped model (solver.neighbourhood)
+            best = _better(ix, best, improve(ix, best, clock, gap))
+            clock.lap("neighbourhood")
+            assert best is not None
     return best, bound, timed_out, used
 
 
