@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autoshard.errors import PlanFileError
 from autoshard.planning.layers import layer_of
 
 PRE, POST = -1, -2  # the embedding (before the first layer), the head and loss (after)
@@ -137,11 +138,21 @@ def stage_rows(ops: Mapping[str, Any], reshards: Sequence[Any],
     written before they were recorded).
 
     Raises:
-        ValueError: the charges do not match the records (an edited plan.json).
+        PlanFileError: the charges do not match the records (an edited plan.json).
     """
     saved = pipeline.get("charges")
     if not saved:
         return None
+    try:
+        return _copied(ops, reshards, pipeline, saved)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        message = (f"pipeline.charges do not fit the plan's records ({exc}); re-plan to get "
+                   "consistent records")
+        raise PlanFileError("plan.json", message) from None
+
+
+def _copied(ops: Mapping[str, Any], reshards: Sequence[Any], pipeline: Mapping[str, Any],
+            saved: Mapping[str, Any]) -> StageRows:
     op_codes, reshard_codes = list(saved["ops"]), list(saved["reshards"])
     if len(op_codes) != len(ops) or len(reshard_codes) != len(reshards):
         raise ValueError(f"pipeline.charges lists {len(op_codes)} ops and "

@@ -106,3 +106,15 @@ def test_ops_and_exposed_collectives_run_inside_their_tasks(traced) -> None:
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     end_us = max(e["ts"] + e["dur"] for e in slices)
     assert end_us == pytest.approx(plan.objective.total_s * 1e6, rel=1e-6)
+
+
+def test_charges_that_do_not_fit_the_records_are_one_line(traced, tmp_path) -> None:
+    *_, out = traced
+    plan = json.loads((out / "p" / "plan.json").read_text())
+    plan["pipeline"]["charges"]["ops"].pop()
+    edited = tmp_path / "plan.json"
+    edited.write_text(json.dumps(plan))
+    result = run("trace", str(edited), "--out", str(tmp_path / "trace.json"))
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "pipeline.charges" in lines[0] and "Traceback" not in lines[0]
