@@ -58,7 +58,10 @@ def trace_line(path: Path, timeline: Timeline) -> str:
     """One line saying what was written."""
     meta = timeline.metadata
     m = meta.get("micro_batches", 1)
-    tracks = ", ".join(t.thread for t in timeline.tracks)
+    tracks = ", ".join(dict.fromkeys(t.thread for t in timeline.tracks))
+    processes = len({t.process for t in timeline.tracks})
+    if processes > 1:  # a pipeline: the same tracks per stage
+        tracks = f"{processes} stages' {tracks}"
     return (f"wrote      {path}  (step {format_seconds(timeline.end_s)}, {m} "
             f"micro-batch{'es' if m != 1 else ''}{_overlap_text(meta)}; "
             f"{len(timeline.slices)} slices on {tracks})")
