@@ -96,11 +96,11 @@ def test_the_rows_say_what_they_copy(written) -> None:
 
 
 
+@pytest.mark.parametrize("written", ["interleaved"], indirect=True)
 def test_the_interleaved_case_has_stage_model_layers_that_differ(written) -> None:
     """What makes the sums above a test of which layer each copy copies."""
     _, plan = written
-    if plan["pipeline"]["schedule"] != "interleaved":
-        pytest.skip("the interleaved case is the one chosen for unlike stage-model layers")
+    assert plan["pipeline"]["schedule"] == "interleaved"
     sums = [0.0] * plan["pipeline"]["stage_model_layers"]
     for name, op in plan["ops"].items():
         if found := LAYER.search(name):
