@@ -94,7 +94,8 @@ def write_trace(plan: Plan, path: str | Path,
     trace; return the timeline. ``drawn``: alike micro-batches drawn slice by slice before
     the rest repeat as one block (None: all; :func:`~autoshard.timeline.schedule.
     step_timeline`)."""
-    timeline = pipeline_timeline(plan) if plan.pipeline else step_timeline(plan, drawn)
+    timeline = (pipeline_timeline(plan, drawn) if plan.pipeline
+                else step_timeline(plan, drawn))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(trace_json(timeline))

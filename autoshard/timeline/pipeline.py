@@ -21,6 +21,13 @@ Each stage has these tracks:
   (``pipeline.p2p_send_s``); the receiving task starts no earlier than its end.
 
 A plan.json written before ``pipeline.charges`` draws only the ``step`` and ``pp`` tracks.
+
+Micro-batches repeat: a task of micro-batch k runs the records micro-batch 0's task of the same
+chunk and kind ran, unless a record that runs fewer than m times per step runs in it. Past the
+first ``drawn`` micro-batches such tasks are drawn as one ``repeat`` slice on each track that
+task of micro-batch 0 used, spanning the task, its ``busy_s`` the work it stands for (as the
+SPMD step's repeat block, :mod:`.schedule`): llama3-70b on pp=4 with 256 micro-batches would
+otherwise lay out every op of 1,024 tasks per stage.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from autoshard.planning.record import Plan, ReshardRecord
 from autoshard.planning.step import axis_seconds, phase_of
 from autoshard.timeline.anchors import OpInfo
 from autoshard.timeline.layout import Layout, reshard_args
+from autoshard.timeline.schedule import DRAWN_MICRO_BATCHES
 from autoshard.timeline.slices import Category, Slice, Timeline, Track
 from graphs import Op
 
@@ -42,8 +50,10 @@ PP_AXIS = "pp"
 NAMES = {Kind.F: "forward", Kind.B: "backward", Kind.W: "weight grad"}
 
 
-def pipeline_timeline(plan: Plan) -> Timeline:
-    """See the module docstring; ``plan`` must have a ``pipeline`` record."""
+def pipeline_timeline(plan: Plan, drawn: int | None = DRAWN_MICRO_BATCHES) -> Timeline:
+    """See the module docstring; ``plan`` must have a ``pipeline`` record. ``drawn``: the
+    micro-batches whose tasks are laid out op by op when later ones repeat them (None: all).
+    """
     record: Any = plan.pipeline
     p, m = record["stages"], record["micro_batches"]
     costs = record["chunk_costs"]
@@ -58,7 +68,7 @@ def pipeline_timeline(plan: Plan) -> Timeline:
     slices: list[Slice] = []
     tracks: list[Track] = []
     for s, spans in enumerate(timeline.spans):
-        stage = _Stage(s, p, m, rows, schedule.splits_backward)
+        stage = _Stage(s, p, m, rows, schedule.splits_backward, drawn)
         for task, start, end in spans:
             stage.task(task, start, end)
         stage.tail(timeline.finish_s[s], tails[s])
@@ -75,8 +85,11 @@ class _Stage:
     """One stage's layout: its tasks, its tail and the transfers it sends."""
 
     def __init__(self, stage: int, stages: int, micro_batches: int, rows: StageRows | None,
-                 split: bool) -> None:
+                 split: bool, drawn: int | None = None) -> None:
         self.stage, self.stages, self.m, self.split = stage, stages, micro_batches, split
+        self.drawn = drawn
+        # (chunk, task kind) -> per track, the work micro-batch 0's task laid out there
+        self.first: dict[tuple[int, str], dict[Track, float]] = {}
         self.layout = Layout(process=f"stage {stage}")
         self.pp = self.layout.axis(PP_AXIS)
         self.ops = [] if rows is None else [r for r in rows.ops if r.stage == stage]
@@ -87,6 +100,11 @@ class _Stage:
         # gradient reduction into the optimizer, behind the backward op that made it)
         self.crossing = [r for r in self.reshards if _hider(r) is not None
                          and where.get(_hider(r) or "") != (r.chunk, self._group(r.phase))]
+        # micro-batches before this one run every per-micro-batch record alike
+        in_tasks = [r for r in (*self.ops, *self.reshards) if r.phase != "tail"]
+        fewer = [r.record.count for r in (*in_tasks, *self.crossing)
+                 if r.record.count < micro_batches]
+        self.alike = micro_batches - max(fewer, default=0)
 
     def _group(self, phase: str) -> str:
         """The task a phase's work runs in: F, B (W when the schedule splits it) or the
@@ -105,6 +123,12 @@ class _Stage:
         self.layout.mark(self.layout.step, f"{NAMES[task.kind]} mb {task.micro}", start, end,
                          Category.COMPUTE, {"micro_batch": task.micro, "chunk": chunk})
         group = task.kind.value
+        key = (chunk, group)
+        if self.drawn is not None and self.drawn <= task.micro < self.alike \
+                and key in self.first:
+            self._repeat(task, start, end, self.first[key])
+            return
+        before = len(self.layout.slices)
         ops = [op for op in self.ops if op.chunk == chunk and self._group(op.phase) == group
                and self._runs(op, task.micro)]
         if task.kind is not Kind.F:  # the backward runs the layers in reverse
@@ -116,6 +140,18 @@ class _Stage:
         self.layout.now = start
         self._run(ops, reshards, beside, waits,
                   {"micro_batch": task.micro, "chunk": chunk})
+        if task.micro == 0:
+            work: dict[Track, float] = {}
+            for piece in self.layout.slices[before:]:
+                work[piece.track] = work.get(piece.track, 0.0) + piece.seconds
+            self.first[key] = work
+
+    def _repeat(self, task: Task, start: float, end: float, work: dict[Track, float]) -> None:
+        """A task that runs as micro-batch 0's did: one slice per track it used."""
+        for track, busy in work.items():
+            self.layout.mark(track, f"{NAMES[task.kind]} mb {task.micro} (as mb 0)", start,
+                             end, Category.REPEAT, {"micro_batch": task.micro,
+                                                    "as_micro_batch": 0, "busy_s": busy})
 
     def tail(self, start: float, seconds: float) -> None:
         """The gradient sync and optimizer after the last task."""

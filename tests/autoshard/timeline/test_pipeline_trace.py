@@ -89,7 +89,7 @@ def test_ops_and_exposed_collectives_run_inside_their_tasks(traced) -> None:
     slices (a micro-batch's forward or backward, or the tail), and the trace ends at the
     plan's step."""
     plan, trace, _, _ = traced
-    timeline = pipeline_timeline(plan)
+    timeline = pipeline_timeline(plan, None)  # every micro-batch drawn op by op
     tol = 1e-9 * plan.objective.total_s
     for s in range(plan.pipeline["stages"]):
         mine = [x for x in timeline.slices if x.track.process == f"stage {s}"]
@@ -118,3 +118,31 @@ def test_charges_that_do_not_fit_the_records_are_one_line(traced, tmp_path) -> N
     assert result.exit_code != 0
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "pipeline.charges" in lines[0] and "Traceback" not in lines[0]
+
+
+def _work(timeline) -> dict[tuple[str, str], float]:
+    """Seconds of work per (stage, track): drawn slices and what repeat slices stand for."""
+    total: dict[tuple[str, str], float] = {}
+    for piece in timeline.slices:
+        if piece.track.thread == "step":
+            continue
+        key = (piece.track.process, piece.track.thread)
+        seconds = piece.args["busy_s"] if piece.category is Category.REPEAT else piece.seconds
+        total[key] = total.get(key, 0.0) + seconds
+    return total
+
+
+@pytest.mark.parametrize("drawn", [1, 3])
+def test_repeated_tasks_stand_for_the_work_they_replace(traced, drawn) -> None:
+    """Tasks past the first micro-batches drawn as one slice per track: the same step, the
+    same tasks and transfers, the same work per track as the whole drawing."""
+    plan, _, _, _ = traced
+    whole, short = pipeline_timeline(plan, None), pipeline_timeline(plan, drawn)
+    assert short.end_s == whole.end_s == pytest.approx(plan.objective.total_s, rel=1e-12)
+    assert _work(short) == pytest.approx(_work(whole), rel=1e-9)
+    assert len(short.slices) < len(whole.slices)
+    for kind in ("step", "pp"):  # every task and transfer is still drawn, as before
+        assert [(s.name, s.start_s, s.end_s) for s in short.slices if s.track.thread == kind] \
+            == [(s.name, s.start_s, s.end_s) for s in whole.slices if s.track.thread == kind]
+    repeats = [s for s in short.slices if s.category is Category.REPEAT]
+    assert repeats and all(s.args["micro_batch"] >= drawn for s in repeats)
