@@ -186,8 +186,8 @@ def _json_summary(result: Plan, written: list[str]) -> str:
                    "dp=alpha:5us,bw:25GB/s, a textbook alpha-beta link: alpha is per "
                    "algorithm step, with no per-collective launch floor unless launch:6.8us "
                    "(NCCL's base latency) and pipeline:DURATION are added; a warning says when "
-                   "it prices small collectives below the topology's measured links "
-                   "(repeatable).")
+                   "it prices small collectives below the measured link of the level the "
+                   "axis spans (repeatable).")
 @click.option("--memory", default=None, help="Memory per device, e.g. 80GiB (default: the HBM).")
 @training_options("Plan")
 @click.option("--reserve", default="0", show_default=True,
