@@ -137,15 +137,25 @@ def _breakdown(breakdown: Any) -> str:
 
 
 def _top_collectives(plan: Plan, count: int = 10) -> list[str]:
-    frame = plan.collectives()
-    if frame.empty:
-        return ["collectives none"]
-    top = frame.sort_values(["seconds", "tensor"], ascending=[False, True], kind="stable")
-    lines = [f"top {min(count, len(top))} collectives of {len(frame)}:"]
-    for row in top.head(count).itertuples():
+    """The costliest collectives, then one line for the reshards' local steps, which move no
+    bytes and count as compute (as the step line and the trace's compute track count them)."""
+    every = plan.collectives()
+    local = every[every["local"].astype(bool)] if not every.empty else every
+    frame = every.drop(local.index)
+    lines = ["collectives none"] if frame.empty else []
+    if not frame.empty:
+        top = frame.sort_values(["seconds", "tensor"], ascending=[False, True], kind="stable")
+        lines.append(f"top {min(count, len(top))} collectives of {len(frame)}:")
+    for row in ([] if frame.empty else top.head(count).itertuples()):
         lines.append(f"  {format_seconds(row.seconds):>11}  {row.collective:<15} "
                      f"over {row.mesh_axes:<8} {format_bytes(row.bytes):>10}  {row.tensor} "
                      f"({row.src} -> {row.dst})")
+    if not local.empty:
+        kinds = ", ".join(sorted(set(local["collective"])))
+        seconds = float((local["seconds"] * local["count"]).sum())
+        lines.append(f"local      {len(local)} reshard step{'s' if len(local) != 1 else ''} "
+                     f"({kinds}), {format_seconds(seconds)} per step, counted as compute "
+                     "(no bytes cross a link)")
     return lines
 
 

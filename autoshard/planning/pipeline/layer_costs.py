@@ -118,7 +118,8 @@ def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
         scale = reshard.count / m if where != "tail" else reshard.count
         part = _charged_to(reshard.producer, consumer, reshard.tensor, part_of, readers)
         sums[part][where] += scale * exposed_seconds(reshard, plan.ops)
-        _made_of(sums[part], where, scale, 0.0, reshard.seconds, beside_seconds(reshard))
+        _made_of(sums[part], where, scale, reshard.local_seconds, reshard.link_seconds,
+                 beside_seconds(reshard))  # local steps move no bytes: compute
     for part, static, saved in _bytes(graph, ops, plan, part_of, phase):
         sums[part]["static"] += static
         sums[part]["saved"] += saved
