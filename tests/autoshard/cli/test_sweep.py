@@ -68,6 +68,20 @@ def test_sweep_writes_one_row_per_mesh_with_the_documented_columns(gpt_sweep: Pa
         assert float(row["peak_bytes_per_device"]) <= float(row["limit_bytes"])
 
 
+def test_the_summary_labels_tokens_per_second_for_all_devices_and_per_device(
+        gpt_sweep: Path) -> None:
+    """sweep.csv's tokens_per_s is the whole mesh's (batch 4 x seq 64 per step); the summary
+    table shows it and, as ``autoshard plan`` does, per device."""
+    text = (gpt_sweep / "summary.md").read_text()
+    assert "| tokens/s, all devices | tokens/s per device |" in text
+    for row in read_csv(gpt_sweep / "sweep.csv"):
+        if f"`{row['mesh']}`" not in text:
+            continue  # not the best mesh of its device count
+        whole = 4 * 64 / float(row["total_s"])
+        per_device = whole / int(row["devices"])
+        assert f"| {whole:,.0f} | {per_device:,.0f} |" in text, text
+
+
 def test_every_row_matches_its_plan_file(gpt_sweep: Path) -> None:
     for row in read_csv(gpt_sweep / "sweep.csv"):
         path = gpt_sweep / row["plan"]
