@@ -8,11 +8,14 @@ curves whose floor is tens of µs (an 8-rank NVLink all-reduce of 8 bytes: ~37 �
 textbook link that is nominally slower can price small collectives far below them, and the
 planner then prefers it for exactly the small tensor-parallel messages where it is wrong.
 A textbook link stays a legitimate what-if (unit-less studies, TPU ICI), so this module does
-not change its price: it only says when it undercuts the topology's cheapest measured curve,
-for a caller to warn.
+not change its price: it only says when it undercuts the measured curve of the level the
+link replaces, for a caller to warn.
 
 Promises: pure; the comparison is one all-reduce of :data:`PROBE_BYTES` over the same number of
-ranks on one level, the textbook link against every measured link of the topology's levels.
+ranks on one level, the textbook link against the measured link of one level of the topology:
+the level the caller's ranks cross (for a mesh axis, the outermost level its devices span; an
+axis inside one dgx-h100 node is held to the NVLink curve, 26.0 µs for 2 ranks, not to the
+cheaper IB curve, 11.6 µs, of a level it never reaches).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ PROBE_BYTES = 8.0
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FloorGap:
     """A textbook link's all-reduce of :data:`PROBE_BYTES` over ``ranks`` (``textbook_s``)
-    against the cheapest measured link's (``floor_s``, on the link named ``floor_link``)."""
+    against the measured link's of the level they cross (``floor_s``, on the link named
+    ``floor_link``)."""
 
     ranks: int
     textbook_s: float
@@ -38,35 +42,31 @@ class FloorGap:
     floor_link: str
 
 
-def undercut_floor(link: Link, ranks: int, topology: Topology) -> FloorGap | None:
+def undercut_floor(link: Link, ranks: int, topology: Topology, *, level: int
+                   ) -> FloorGap | None:
     """The gap when ``link`` is pure alpha-beta and prices a small all-reduce over ``ranks``
-    below every measured link of ``topology``'s levels; None otherwise (a link with curve
-    terms, one rank, or a topology whose levels have no measured links: TPU, generic).
+    below the measured link of ``topology.levels[level]`` (the level those ranks cross); None
+    otherwise (a link with curve terms, one rank, or a level whose link is itself textbook:
+    TPU, generic).
 
     Example:
         >>> from costmodel.presets import get_preset
-        >>> gap = undercut_floor(Link(5e-6, 1e-11), 8, get_preset("dgx-h100"))
+        >>> dgx = get_preset("dgx-h100")  # levels: node (nvlink), cluster (ib)
+        >>> gap = undercut_floor(Link(5e-6, 1e-11), 8, dgx, level=1)
         >>> round(gap.textbook_s * 1e6, 1), gap.floor_link  # recursive doubling: 3 × 5 µs
         (15.0, 'ib')
-        >>> undercut_floor(Link(5e-6, 1e-11, launch_s=6.8e-6), 8, get_preset("dgx-h100"))
+        >>> undercut_floor(Link(20e-6, 1e-11), 2, dgx, level=0).floor_link  # 20 µs < 26.0 µs
+        'nvlink'
+        >>> undercut_floor(Link(5e-6, 1e-11, launch_s=6.8e-6), 8, dgx, level=1)
     """
-    if not link.is_alpha_beta or ranks < 2:
+    crossed = topology.levels[level].link
+    if not link.is_alpha_beta or ranks < 2 or crossed.is_alpha_beta:
         return None
-    measured = _measured_links(topology)
-    if not measured:
-        return None
-    floor_s, floor_link = min((_probe(other, ranks), other.name) for other in measured)
-    textbook_s = _probe(link, ranks)
+    floor_s, textbook_s = _probe(crossed, ranks), _probe(link, ranks)
     if textbook_s >= floor_s:
         return None
-    return FloorGap(ranks=ranks, textbook_s=textbook_s, floor_s=floor_s, floor_link=floor_link)
-
-
-def _measured_links(topology: Topology) -> list[Link]:
-    """The measured links of the topology's levels (its fabric; extra named links are
-    alternatives a user may pick, not the floor the machine has)."""
-    links = dict.fromkeys(level.link for level in topology.levels)
-    return [link for link in links if not link.is_alpha_beta]
+    return FloorGap(ranks=ranks, textbook_s=textbook_s, floor_s=floor_s,
+                    floor_link=crossed.name)
 
 
 def _probe(link: Link, ranks: int) -> float:

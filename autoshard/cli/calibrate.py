@@ -31,7 +31,7 @@ from autoshard.cli.calibrate_gemm import (
     read_matmul_tables,
 )
 from autoshard.cli.common import friendly_errors
-from autoshard.errors import OutputExistsError, UsageError
+from autoshard.errors import AutoshardError, OutputFileExistsError, UsageError
 from autoshard.sharding.links import resolve_topology
 from costmodel import (
     CollectiveKind,
@@ -137,9 +137,9 @@ def run_calibrate(*, tables: tuple[Path, ...], matmul_tables: tuple[Path, ...] =
     outputs = [directory / CSV_NAME, directory / PLOT_NAME] if read else []
     outputs += [directory / GEMM_CSV_NAME] if matmul else []
     outputs += [out_file] if out_file is not None else []
-    existing = tuple(str(path) for path in outputs if path.exists())
+    existing = [path for path in outputs if path.exists()]
     if existing and not force:
-        raise OutputExistsError(str(directory), existing)
+        raise _overwrite_refused(existing, out_file, report_dir)
     if check_topology is not None:
         result = _check(resolve_topology(check_topology), read, matmul)
     else:
@@ -167,6 +167,20 @@ def _require_base_for_kept_levels(base: str | None, read: list[NcclTable]) -> No
                    f"(NVLink) apart from the network; give a single-node table too, or "
                    f"--base PRESET|FILE.toml to keep the {level} level from")
         raise UsageError(message)
+
+
+def _overwrite_refused(existing: list[Path], out_file: Path | None,
+                       report_dir: Path | None) -> AutoshardError:
+    """The files in the way, ``--out`` first, and the option that moves each: the fitted
+    file is ``--out``'s own, the report goes to ``--report-dir`` (default: beside ``--out``)."""
+    if existing == [out_file]:
+        return OutputFileExistsError(str(out_file), "--out")
+    ordered = sorted(existing, key=lambda path: path != out_file)
+    options = ["--out path"] if out_file in existing else []
+    options.append("--report-dir" if report_dir is not None or out_file is None
+                   else "--report-dir (the report goes beside --out)")
+    return UsageError(f"{', '.join(map(str, ordered))} already exist; choose another "
+                      f"{' or '.join(options)}, or pass --force to overwrite them")
 
 
 def _check(topology: Topology, read: list[NcclTable], matmul: tuple[MatmulTable, ...]

@@ -10,6 +10,7 @@ import click
 from autoshard.cli.common import PlanFileType, check_output_file, friendly_errors
 from autoshard.explain import diff_plans
 from autoshard.explain.diff_render import diff_text, write_csv
+from autoshard.export.plan_view import check_layouts
 from autoshard.planning.record import Plan
 
 
@@ -33,6 +34,8 @@ def run_diff(*, a_path: Path, b_path: Path, csv_path: Path | None, force: bool,
              rows: int) -> None:
     check_output_file(csv_path, force, "--csv", taken=(a_path, b_path))
     a, b = Plan.load(a_path), Plan.load(b_path)
+    check_layouts(a, str(a_path))  # a placement no tensor can have: refused, as export does
+    check_layouts(b, str(b_path))
     diff = diff_plans(a, b, force=force, names=(str(a_path), str(b_path)))
     click.echo(diff_text(diff, rows))
     if csv_path is not None:

@@ -25,6 +25,7 @@ from autoshard.cli.common import (
 from autoshard.errors import UsageError
 from autoshard.explain import explain_context, explain_op, explain_tensor, fragile_decisions
 from autoshard.explain.render import as_json, explanation_text, fragility_text
+from autoshard.export.plan_view import check_layouts
 from autoshard.planning.record import Plan
 
 
@@ -68,6 +69,7 @@ def run_explain(*, plan_path: Path, model: str, tensor: str | None, op_name: str
         raise UsageError("--shortlist 0 re-solves no decision, so none could be shown; pass "
                          "--shortlist 1 or more (default 20)")
     plan = Plan.load(plan_path)
+    check_layouts(plan, str(plan_path))
     graph = saved_plan_model(plan, model, shape)
     ctx = explain_context(plan, graph, topology=topology,
                           link_overrides=parse_links(link_specs))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,11 @@ from autoshard.planning.pipeline.pipelined import has_pipeline, plan_pipeline, s
 from autoshard.planning.planner import plan
 from autoshard.planning.record import Plan
 from autoshard.planning.summary import summary_text
+from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
 from autoshard.timeline import write_trace
 from autoshard.verify.verification import verify_and_attach
-from costmodel import parse_bytes
+from costmodel import LaunchFloorWarning, parse_bytes
 from solver import OPTIMALITY_GAP
 
 OUTPUT_FILES = ("plan.json", "costs.csv", "reshards.csv")
@@ -125,11 +127,20 @@ def run_plan(*, model: str, mesh_text: str, topology: str, link_specs: tuple[str
     for line in solver_warnings(result, requested_gap):
         click.echo(f"autoshard: {line}", err=True)
     if as_json or not quiet:  # --json's summary is what was asked for, --quiet or not
-        click.echo(_json_summary(result, written) if as_json else summary_text(result, written))
+        click.echo(_json_summary(result, written) if as_json else summary_text(
+            result, written, links=priced_links(mesh, topology, link_specs)))
         sys.stdout.flush()
     record = result.verification
     if record is not None and not record["passed"]:
         raise VerificationFailedError(dict(record))
+
+
+def priced_links(mesh: Mesh, topology: str, link_specs: tuple[str, ...]) -> MeshLinks:
+    """The links the plan was priced on, for the summary's link lines (their curve terms are
+    not in plan.json's link rows); the planner already warned about them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LaunchFloorWarning)
+        return MeshLinks.build(mesh, resolve_topology(topology), parse_links(link_specs))
 
 
 def solver_warnings(result: Plan, requested_gap: float) -> list[str]:
@@ -186,8 +197,8 @@ def _json_summary(result: Plan, written: list[str]) -> str:
                    "dp=alpha:5us,bw:25GB/s, a textbook alpha-beta link: alpha is per "
                    "algorithm step, with no per-collective launch floor unless launch:6.8us "
                    "(NCCL's base latency) and pipeline:DURATION are added; a warning says when "
-                   "it prices small collectives below the topology's measured links "
-                   "(repeatable).")
+                   "it prices small collectives below the measured link of the level the "
+                   "axis spans (repeatable).")
 @click.option("--memory", default=None, help="Memory per device, e.g. 80GiB (default: the HBM).")
 @training_options("Plan")
 @click.option("--reserve", default="0", show_default=True,

@@ -7,6 +7,7 @@ users get the same study without the CLI.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import click
 
 from autoshard.cli.common import FFN_HELP, HEADS_HELP, HIDDEN_HELP, LAYERS_HELP, friendly_errors
 from autoshard.errors import UsageError
+from autoshard.sweep.checks import check_given_sizes, fitting_pipeline_sizes
 from autoshard.sweep.points import DEFAULT_LINKS, SweepSpec, parse_axes, parse_int_list
 from autoshard.sweep.runner import SWEEP_GAP, RunSettings
 from autoshard.sweep.study import ExecutorKind, PlanFiles, canonical_command, sweep
@@ -123,6 +125,10 @@ def spec_from_options(options: dict[str, Any]) -> tuple[SweepSpec, RunSettings]:
         pipeline=_pipeline_sizes(options["pp_text"], options["training"]),
         micro_batch_sizes=parse_int_list(options["micro_batch_text"] or "1", "--micro-batch"),
         accumulate=_accumulates(options["micro_batch_text"], options["training"]))
+    if options["pp_text"] == "auto":  # the auto sizes that fit these device counts
+        spec = replace(spec, pipeline=fitting_pipeline_sizes(spec, spec.pipeline))
+    check_given_sizes(spec, pipeline_given=options["pp_text"] not in ("auto", "none"),
+                      micro_batch_given=options["micro_batch_text"] is not None)
     memory = options["memory"]
     settings = RunSettings(memory_limit=float(parse_bytes(memory)) if memory else None,
                            reserve=float(parse_bytes(options["reserve"])),

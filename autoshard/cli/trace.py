@@ -10,6 +10,7 @@ import click
 
 from autoshard.cli.common import PlanFileType, check_output_file, friendly_errors
 from autoshard.errors import UsageError
+from autoshard.export.plan_view import check_layouts
 from autoshard.planning.record import Plan
 from autoshard.planning.summary import format_seconds
 from autoshard.timeline import Timeline, write_trace
@@ -37,7 +38,9 @@ def run_trace(*, plan_path: Path, out_path: Path, force: bool,
               drawn_text: str = str(DRAWN_MICRO_BATCHES)) -> None:
     drawn = parse_drawn(drawn_text)
     check_output_file(out_path, force, "--out")
-    timeline = write_trace(Plan.load(plan_path), out_path, drawn)
+    plan = Plan.load(plan_path)
+    check_layouts(plan, str(plan_path))  # a placement no tensor can have: refused, as export does
+    timeline = write_trace(plan, out_path, drawn)
     click.echo(trace_line(out_path, timeline))
 
 

@@ -34,7 +34,12 @@ from autoshard.cli.common import (
 from autoshard.errors import PlanRecordError, UsageError
 from autoshard.export.lowering import ReshardMismatchError, lower_plan_reshards
 from autoshard.export.pipeline_view import stage_overrides, stage_plan
-from autoshard.export.plan_view import check_fingerprint, plan_links, plan_shardings
+from autoshard.export.plan_view import (
+    check_fingerprint,
+    check_layouts,
+    plan_links,
+    plan_shardings,
+)
 from autoshard.planning.record import Plan
 from autoshard.sharding.links import MeshLinks, resolve_topology
 from autoshard.sharding.mesh import Mesh
@@ -73,6 +78,7 @@ def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write
                recompute: str | None = None, **shape: Any) -> None:
     """Everything ``autoshard verify`` does; exits 1 when the plan fails."""
     plan = Plan.load(plan_path)
+    check_layouts(plan, str(plan_path))
     graph = saved_plan_model(plan, model, shape)
     if plan.pipeline:
         _check_pipelined(plan, graph, topology, parse_links(link_specs), training)

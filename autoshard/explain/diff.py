@@ -136,9 +136,10 @@ def _placements(a: Plan, b: Plan) -> tuple[PlacementChange, ...]:
 
 def comm_split(plan: Plan) -> dict[str, float]:
     """Seconds per ``kind over axes`` of every collective the plan runs, every run counted
-    (hidden or not)."""
+    (hidden or not); a reshard's local steps are compute (``objective.compute_s``), not
+    communication, and are left out."""
     split: dict[str, float] = {}
-    collectives = [(r.count, c) for r in plan.reshards for c in r.collectives]
+    collectives = [(r.count, c) for r in plan.reshards for c in r.collectives if not c.local]
     collectives += [(op.count, c) for op in plan.ops.values() for c in op.intra_op]
     for count, c in collectives:
         key = f"{c.kind} over {','.join(c.axes)}"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoshard.errors import AutoshardError, PlanFileError, TopologyError
+from autoshard.export.pipeline_view import stage_plan
 from autoshard.planning.layers import layer_count
 from autoshard.planning.planner import fingerprint
 from autoshard.sharding.links import MeshLinks, resolve_topology
@@ -28,6 +29,9 @@ from autoshard.sharding.tensor_sharding import TensorSharding
 from graphs import DType
 
 logger = logging.getLogger(__name__)
+
+EDITED = ("the plan file was edited or is corrupt: re-plan, or restore the placements it was "
+          "written with")
 
 
 class PlanMismatchError(AutoshardError):
@@ -50,6 +54,7 @@ class PlanShardings:
     shapes: Mapping[str, tuple[int, ...]]
     dtypes: Mapping[str, str]
     roles: Mapping[str, str]
+    source: str = "plan"
 
     def itemsize(self, tensor: str) -> int:
         return int(DType(self.dtypes[tensor]).itemsize)
@@ -60,15 +65,19 @@ class PlanShardings:
         own = self.shardings[tensor]
         if tuple(placements) == tuple(str(p) for p in own.placements):
             return own
-        return _sharding(self.mesh, tensor, placements, None, len(self.shapes[tensor]))
+        return _sharding(self.mesh, tensor, placements, None, len(self.shapes[tensor]),
+                         self.source)
 
 
 def plan_shardings(plan: Any, source: str = "plan") -> PlanShardings:
     """Read the mesh and every tensor's sharding out of a loaded `Plan`; errors name the plan
-    file as ``source`` (its path, when the caller knows it).
+    file as ``source`` (its path, when the caller knows it). Every reshard's endpoints are
+    parsed too (those of tensors the plan records), so a placement no tensor can have is
+    refused here, whichever command reads the plan.
 
     Raises:
-        PlanFileError: a placement that does not parse or does not fit its tensor or mesh.
+        PlanFileError: a placement (of a tensor or of a reshard's ``src``/``dst``) that does
+            not parse or does not fit its tensor or mesh.
 
     Example:
         >>> from autoshard.planning.record import Plan
@@ -94,30 +103,55 @@ def plan_shardings(plan: Any, source: str = "plan") -> PlanShardings:
         name: _sharding(mesh, name, rec.placements, rec.partition_spec, len(rec.shape), source)
         for name, rec in plan.tensors.items()
     }
-    return PlanShardings(
+    view = PlanShardings(
         mesh=mesh,
         shardings=shardings,
         shapes={n: tuple(int(s) for s in r.shape) for n, r in plan.tensors.items()},
         dtypes={n: str(r.dtype) for n, r in plan.tensors.items()},
         roles={n: str(r.role) for n, r in plan.tensors.items()},
+        source=source,
     )
+    for reshard in plan.reshards:
+        if reshard.tensor in shardings:  # one without a record: check_reshard_endpoints says so
+            for end, placements in (("src", reshard.src), ("dst", reshard.dst)):
+                where = (f'tensor "{reshard.tensor}" (reshard {reshard.producer} -> '
+                         f"{reshard.consumer}, {end})")
+                _sharding(mesh, reshard.tensor, placements, None,
+                          len(view.shapes[reshard.tensor]), source, where)
+    return view
+
+
+def check_layouts(plan: Any, source: str = "plan") -> PlanShardings:
+    """Every placement in a saved plan parses and fits its tensor and mesh (a pipelined
+    plan's on its stage mesh, the mesh its tensors are laid out on): the check ``export`` and
+    ``verify`` make before their work, for commands such as ``trace`` and ``diff`` that read
+    a plan without lowering it. Returns the plan's shardings.
+
+    Raises:
+        PlanFileError: naming ``source``, the tensor and what does not fit, e.g. ``plan file
+            x/plan.json: tensor "h": mesh axis "dp" shards dim 9 of a tensor with 3 dims``.
+    """
+    return plan_shardings(stage_plan(plan) or plan, source)
 
 
 def _sharding(
     mesh: Mesh, tensor: str, placements: Sequence[str], spec: Any, ndim: int,
-    source: str = "plan",
+    source: str = "plan", where: str | None = None,
 ) -> TensorSharding:
+    """The sharding ``placements`` (and ``spec``'s axis order) give ``tensor``; a
+    `PlanFileError` names ``source`` and ``where`` (default: the tensor) otherwise."""
+    where = where or f'tensor "{tensor}"'
     try:
         ts = TensorSharding(mesh, tuple(parse_placement(p) for p in placements), ndim)
         if spec is None:
             return ts
         ordered = TensorSharding.from_partition_spec(mesh, tuple(spec), ndim)
     except AutoshardError as exc:
-        raise PlanFileError(source, f'tensor "{tensor}": {exc}') from None
+        raise PlanFileError(source, f"{where}: {exc}; {EDITED}") from None
     if [sorted(a) for a in ordered.dim_axes] != [sorted(a) for a in ts.dim_axes]:
         message = (
             f'tensor "{tensor}": placements {list(placements)} and partition_spec '
-            f"{list(spec)} disagree; the plan file was edited or is corrupt"
+            f"{list(spec)} disagree; {EDITED}"
         )
         raise PlanFileError(source, message)
     return TensorSharding(mesh, ts.placements, ndim, ordered.shard_order)

@@ -574,9 +574,11 @@ class _Planner:
         reshards.extend(decode_next_step(self.graph, self.ops, chosen, loops, self.links,
                                          self.hbm_bw, roles[len(edges):], m))
         tensors = _tensor_records(self.graph, self.ops, chosen, self.links, self.hbm_bw)
-        compute = sum(r.count * r.compute_s for r in op_records.values())
+        # a reshard's local steps move no bytes: device work, counted as compute
+        compute = sum(r.count * r.compute_s for r in op_records.values()) + sum(
+            r.count * r.local_seconds for r in reshards)
         comm = sum(r.count * r.comm_s for r in op_records.values()) + sum(
-            r.count * r.seconds for r in reshards)
+            r.count * r.link_seconds for r in reshards)
         total = step_seconds(self.ops, op_records, reshards, self.options.step)
         _check_objective(total, solution.objective)
         peak = self.memory.peak(solution.choices) + self.options.reserve

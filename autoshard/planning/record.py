@@ -9,7 +9,9 @@ per-collective row times its ``count`` (runs per step), summed, less ``objective
 axis's), equals ``objective.total_s`` (a pipelined plan's records are one stage model's; its
 objective is the stage that finishes last, plus ``objective.bubble_s``, and its CSVs,
 :meth:`Plan.step_costs` and :meth:`Plan.step_collectives`, copy the records onto the stages
-that run them, so that stage's rows add up the same way).
+that run them, so that stage's rows add up the same way). Of those rows,
+``objective.compute_s`` counts the ops' compute and the reshards' local steps (``all_slice``,
+``replicated_to_partial``: no bytes cross a link), ``objective.comm_s`` the rest.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pandas as pd
 
 from autoshard.errors import PlacementError, PlanFileError
 from autoshard.planning.pipeline.stage_rows import StageOp, StageReshard, StageRows, stage_rows
+from autoshard.reshard.state import LOCAL_KINDS
 from autoshard.sharding.frameworks import dtensor_placements, jax_partition_spec
 from autoshard.sharding.mesh import Mesh
 from autoshard.sharding.placements import parse_placement
@@ -34,13 +37,22 @@ PLAN_FORMAT = "autoshard.plan/v1"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CollectiveRecord:
-    """One priced and emitted collective of a reshard."""
+    """One priced and emitted collective of a reshard: a collective, or a local step
+    (:attr:`local`)."""
 
     kind: str
     axes: tuple[str, ...]
     group_size: int
     bytes: float
     seconds: float
+
+    @property
+    def local(self) -> bool:
+        """A local step: ``all_slice`` (each device keeps its slice of what it holds) or
+        ``replicated_to_partial`` (all but one device zero theirs). No byte crosses a link;
+        the step is work on the device, priced as a copy of ``bytes`` in HBM, so it counts as
+        compute (``objective.compute_s``, the trace's compute track), not communication."""
+        return self.kind in LOCAL_KINDS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +83,16 @@ class ReshardRecord:
     def seconds(self) -> float:
         """Seconds of one run."""
         return sum(c.seconds for c in self.collectives)
+
+    @property
+    def local_seconds(self) -> float:
+        """Seconds of one run's local steps (:attr:`CollectiveRecord.local`): compute."""
+        return sum(c.seconds for c in self.collectives if c.local)
+
+    @property
+    def link_seconds(self) -> float:
+        """Seconds of one run's collectives, local steps left out: communication."""
+        return sum(c.seconds for c in self.collectives if not c.local)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,7 +170,8 @@ class OpRecord:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Objective:
     """Seconds of one step. ``compute_s`` and ``comm_s`` count every run of every op and
-    collective (their records' ``count``); ``hidden_s`` is the communication that ran beside
+    collective (their records' ``count``; a reshard's local steps are compute, see
+    :attr:`CollectiveRecord.local`); ``hidden_s`` is the communication that ran beside
     compute (never more than the compute beside it), ``concurrent_s`` the communication that
     ran beside another mesh axis's (the steps of one overlapped reshard pipelined across
     axes, :mod:`autoshard.planning.step_parts`) and ``bubble_s`` the time the step waits with
@@ -213,7 +236,9 @@ class Plan:
 
     def collectives(self) -> pd.DataFrame:
         """One row per collective of every explicit reshard, in plan order (a pipelined
-        plan's: the stage model's; :meth:`step_collectives` has every stage's)."""
+        plan's: the stage model's; :meth:`step_collectives` has every stage's); ``local``
+        marks a local step (no bytes cross a link: compute, see
+        :attr:`CollectiveRecord.local`)."""
         rows = [row for r in self.reshards for row in _collective_rows(r)]
         return pd.DataFrame(rows, columns=_RESHARD_COLUMNS)
 
@@ -323,7 +348,7 @@ def plan_file(path: Path) -> Path:
 _COST_COLUMNS = ["op", "kind", "strategy", "local_inputs", "local_outputs", "flops",
                  "compute_s", "comm_s", "count", "memory_bytes"]
 _RESHARD_COLUMNS = ["tensor", "producer", "consumer", "src", "dst", "collective", "mesh_axes",
-                    "group_size", "bytes", "seconds", "count", "overlap", "shared_with"]
+                    "group_size", "bytes", "seconds", "count", "overlap", "shared_with", "local"]
 
 
 def _cost_row(name: str, rec: OpRecord) -> dict[str, Any]:
@@ -382,7 +407,7 @@ def _collective_rows(r: ReshardRecord) -> list[dict[str, Any]]:
         "src": " ".join(r.src), "dst": " ".join(r.dst), "collective": c.kind,
         "mesh_axes": ",".join(c.axes), "group_size": c.group_size, "bytes": c.bytes,
         "seconds": c.seconds, "count": r.count, "overlap": r.overlap,
-        "shared_with": " ".join(r.shared_with),
+        "shared_with": " ".join(r.shared_with), "local": c.local,
     } for c in r.collectives]
 
 

@@ -13,7 +13,8 @@ from collections import defaultdict
 from typing import Any
 
 from autoshard.planning.record import Plan
-from costmodel import format_bytes
+from autoshard.sharding.links import MeshLinks
+from costmodel import Link, format_bytes
 
 _LAYER = re.compile(r"(?<=\.)\d+(?=\.)")
 
@@ -38,7 +39,47 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e6:.3f} us"
 
 
-def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
+def link_text(link: Link, ranks: int | None = None) -> str:
+    """One link, compactly: name (and ``x ranks``, the part of an axis on it), bandwidth,
+    per-step alpha and the measured-curve terms it has (NCCL launch, pipeline fill, bus
+    efficiency; a textbook link has none).
+
+    Example:
+        >>> from costmodel import get_preset
+        >>> link_text(get_preset("dgx-h100").levels[0].link)
+        'nvlink 450 GB/s, alpha 0.89 us, launch 6.8 us, fill 17.4 us, bus eff 0.822'
+        >>> link_text(Link.from_bandwidth(5e-6, 100e9))
+        'written 100 GB/s, alpha 5 us'
+    """
+    bandwidth = 1.0 / link.beta_s_per_byte if link.beta_s_per_byte else math.inf
+    share = "" if ranks is None else f" x{ranks}"
+    parts = [f"{link.name or 'written'}{share} {bandwidth / 1e9:.4g} GB/s",
+             f"alpha {link.alpha_s * 1e6:.3g} us"]
+    if link.launch_s:
+        parts.append(f"launch {link.launch_s * 1e6:.3g} us")
+    if link.pipeline_s:
+        parts.append(f"fill {link.pipeline_s * 1e6:.3g} us")
+    if link.bus_efficiency != 1.0:
+        parts.append(f"bus eff {link.bus_efficiency:.3g}")
+    return ", ".join(parts)
+
+
+def link_lines(links: MeshLinks) -> list[str]:
+    """Per mesh axis: its size and every level its collectives cross, inner first, e.g.
+    ``dp (16): nvlink x8 ... + ib x2 ...`` for an axis spanning two nodes of 8."""
+    lines = []
+    for axis in links.axes:
+        levels = [link_text(link, None if len(axis.levels) == 1 else size)
+                  for size, link in axis.levels]
+        lines.append(f"  {axis.axis} ({axis.size}): {' + '.join(levels) or 'local'}")
+    return lines
+
+
+def summary_text(plan: Plan, outputs: list[str] | None = None,
+                 links: MeshLinks | None = None) -> str:
+    """What ``autoshard plan`` prints. ``links``: the mesh's links as the plan was priced
+    on them, shown with their curve terms (without, the plan's own link rows: axis, size,
+    link, alpha and bandwidth of the slowest level)."""
     params = plan.model_parameters  # a pipelined plan's tensors are one stage model's
     if params is None:  # a plan written before the count was recorded
         params = sum(math.prod(rec.shape) for rec in plan.tensors.values()
@@ -46,14 +87,20 @@ def summary_text(plan: Plan, outputs: list[str] | None = None) -> str:
     lines = [f"model      {plan.model}  ({params:,} parameters)",
              "mesh       " + ", ".join(f"{n}={s}" for n, s in plan.mesh)
              + f"  on {plan.topology}"]
-    for link in plan.links:
-        lines.append("  " + "  ".join(f"{k}={v}" for k, v in link.items()))
+    if links is not None:
+        lines.extend(link_lines(links))
+    else:
+        lines.extend("  " + "  ".join(f"{k}={v}" for k, v in link.items())
+                     for link in plan.links)
     lines.append(_step_line(plan))
     if plan.throughput:
         rate = plan.throughput
         mfu = "" if rate.get("mfu") is None else f", MFU {rate['mfu']:.1%}"
+        devices = math.prod(size for _, size in plan.mesh)
+        whole = rate["tokens_per_s_per_device"] * devices
         lines.append(f"throughput {rate['tokens_per_s_per_device']:,.0f} tokens/s per device "
-                     f"({rate['tokens_per_step']:,} tokens per step{mfu})")
+                     f"({whole:,.0f} tokens/s on all {devices} devices; "
+                     f"{rate['tokens_per_step']:,} tokens per step{mfu})")
     lines.append(_solver_line(plan.objective, pipelined=bool(plan.pipeline)))
     limit = format_bytes(plan.limit_bytes) if plan.limit_bytes else "none"
     lines.append(f"memory     {format_bytes(plan.peak_bytes_per_device)} per device "
@@ -137,15 +184,25 @@ def _breakdown(breakdown: Any) -> str:
 
 
 def _top_collectives(plan: Plan, count: int = 10) -> list[str]:
-    frame = plan.collectives()
-    if frame.empty:
-        return ["collectives none"]
-    top = frame.sort_values(["seconds", "tensor"], ascending=[False, True], kind="stable")
-    lines = [f"top {min(count, len(top))} collectives of {len(frame)}:"]
-    for row in top.head(count).itertuples():
+    """The costliest collectives, then one line for the reshards' local steps, which move no
+    bytes and count as compute (as the step line and the trace's compute track count them)."""
+    every = plan.collectives()
+    local = every[every["local"].astype(bool)] if not every.empty else every
+    frame = every.drop(local.index)
+    lines = ["collectives none"] if frame.empty else []
+    if not frame.empty:
+        top = frame.sort_values(["seconds", "tensor"], ascending=[False, True], kind="stable")
+        lines.append(f"top {min(count, len(top))} collectives of {len(frame)}:")
+    for row in ([] if frame.empty else top.head(count).itertuples()):
         lines.append(f"  {format_seconds(row.seconds):>11}  {row.collective:<15} "
                      f"over {row.mesh_axes:<8} {format_bytes(row.bytes):>10}  {row.tensor} "
                      f"({row.src} -> {row.dst})")
+    if not local.empty:
+        kinds = ", ".join(sorted(set(local["collective"])))
+        seconds = float((local["seconds"] * local["count"]).sum())
+        lines.append(f"local      {len(local)} reshard step{'s' if len(local) != 1 else ''} "
+                     f"({kinds}), {format_seconds(seconds)} per step, counted as compute "
+                     "(no bytes cross a link)")
     return lines
 
 

@@ -199,24 +199,30 @@ def _resolve_overrides(mesh: Mesh, topology: Topology,
             chosen[axis] = spec
             continue
         chosen[axis] = _parse(spec, axis, topology)
-        _warn_below_floor(spec, axis, mesh.axis_size(axis), chosen[axis], topology)
+        _warn_below_floor(spec, axis, mesh, chosen[axis], topology)
     return chosen
 
 
-def _warn_below_floor(spec: str, axis: str, size: int, link: Link, topology: Topology) -> None:
+def _warn_below_floor(spec: str, axis: str, mesh: Mesh, link: Link, topology: Topology) -> None:
     """A written alpha-beta link that prices a small all-reduce over the axis below the
-    topology's measured curves gets a :class:`costmodel.LaunchFloorWarning` (once per message:
-    a pipelined plan builds its links twice)."""
-    gap = undercut_floor(link, size, topology)
+    measured curve of the level the axis's devices cross (the outermost one: an axis inside
+    a node is held to NVLink, not to the IB it never reaches) gets a
+    :class:`costmodel.LaunchFloorWarning` (once per message: a pipelined plan builds its
+    links twice)."""
+    size = mesh.axis_size(axis)
+    stride = math.prod(mesh.axis_sizes[mesh.axis_names.index(axis) + 1:])
+    level = _natural_levels(topology, stride, size, mesh.size)[1][-1]
+    gap = undercut_floor(link, size, topology, level=level)
     if gap is None:
         return
     message = (f"--link {axis}={spec} is a textbook alpha-beta link (alpha per algorithm step, "
                f"no per-collective launch floor): an all-reduce of {PROBE_BYTES:g} bytes over "
                f"its {size} ranks costs {gap.textbook_s * 1e6:.3g} us, below the "
-               f"{gap.floor_s * 1e6:.3g} us of the measured {gap.floor_link} curve of "
-               f"{topology.name}; add launch:{NCCL_BASE_LATENCY_S * 1e6:g}us (NCCL's base "
-               f"latency) and pipeline:DURATION to price it like the measured links, or name a "
-               f"link (nvlink, ib, pcie)")
+               f"{gap.floor_s * 1e6:.3g} us of the measured {gap.floor_link} curve of the "
+               f"{topology.levels[level].name} level its devices span on {topology.name}; add "
+               f"launch:{NCCL_BASE_LATENCY_S * 1e6:g}us (NCCL's base latency) and "
+               f"pipeline:DURATION to price it like the measured links, or name a link "
+               f"(nvlink, ib, pcie)")
     warnings.warn(message, LaunchFloorWarning, stacklevel=2)
 
 

@@ -218,7 +218,7 @@ def plot_throughput(table: pd.DataFrame, path: Path, caption: str) -> Path:
     ax.set_yscale("log")
     ax.set_xticks(devices, [str(d) for d in devices])
     ax.set_xlabel("devices")
-    ax.set_ylabel("tokens per second" if tokens else "steps per second")
+    ax.set_ylabel("tokens per second, all devices" if tokens else "steps per second")
     ax.set_title("Best mesh per device count")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)

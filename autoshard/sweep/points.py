@@ -273,6 +273,12 @@ class SweepSpec:
         for name in self.links:
             parse_link_variant(name)
         axis_names_for(self.max_axes, self.axis_names)
+        if len(self.axis_names) > MAX_AXES:
+            unused = self.axis_names[1:len(self.axis_names) - MAX_AXES + 1]
+            raise UsageError(f'--axis-names "{",".join(self.axis_names)}" gives '
+                             f"{len(self.axis_names)} names, but a mesh has at most {MAX_AXES} "
+                             "axes and takes the first name and the last ones, so "
+                             f'"{unused[0]}" would name no axis; give at most {MAX_AXES} names')
         empty = [d for d in self.devices if not factorizations(d, self.min_axes, self.max_axes)]
         if empty:
             raise UsageError(f"{empty[0]} devices have no mesh of {self.min_axes}-"

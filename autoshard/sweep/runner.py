@@ -191,9 +191,10 @@ def error_row(point: Point, exc: Exception) -> dict[str, Any]:
 
 def top_collective(result: Plan) -> tuple[str | None, str | None, float | None]:
     """The (kind, axes) whose collectives cost the most seconds in total over the whole plan
-    (reshards and collectives inside ops); ties go to the smaller (kind, axes)."""
+    (reshards and collectives inside ops; a reshard's local steps are compute, not
+    collectives); ties go to the smaller (kind, axes)."""
     totals: dict[tuple[str, str], float] = {}
-    collectives = [c for r in result.reshards for c in r.collectives]
+    collectives = [c for r in result.reshards for c in r.collectives if not c.local]
     collectives += [c for op in result.ops.values() for c in op.intra_op]
     for coll in collectives:
         key = (coll.kind, ",".join(coll.axes))

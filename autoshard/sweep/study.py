@@ -29,6 +29,7 @@ from autoshard.errors import OutputExistsError, UsageError
 from autoshard.output_paths import file_in_the_way, write_refused
 from autoshard.planning.planner import check_gap, check_memory_limit, check_time_limit
 from autoshard.provenance import machine_line
+from autoshard.sweep.checks import check_before_work
 from autoshard.sweep.points import DEFAULT_LINKS, Point, SweepSpec, enumerate_points
 from autoshard.sweep.runner import (
     PointResult,
@@ -125,6 +126,7 @@ def sweep(spec: SweepSpec, out_dir: Path, *, settings: RunSettings | None = None
     check_time_limit(settings.time_limit)
     check_memory_limit(settings.memory_limit)
     _check_run_options(jobs, executor, scheduler)
+    check_before_work(spec)  # a topology, link spec or link axis no point could use
     _check_resume_force(resume=resume, force=force)
     _check_out_dir(out_dir)
     spec = with_default_shape(spec)
@@ -156,6 +158,9 @@ def _check_run_options(jobs: int, executor: ExecutorKind, scheduler: str | None)
         raise UsageError("--executor dask needs --scheduler ADDRESS (e.g. tcp://host:8786)")
     if executor is ExecutorKind.LOCAL and scheduler:
         raise UsageError("--scheduler applies to --executor dask only")
+    if executor is ExecutorKind.DASK and jobs != 1:
+        raise UsageError(f"-j {jobs} sets the worker processes of --executor local; with "
+                         "--executor dask the scheduler's workers run the points: drop -j")
 
 
 def _check_resume_force(*, resume: bool, force: bool) -> None:

@@ -44,22 +44,25 @@ def why(best: pd.Series, runner_up: pd.Series | None) -> str:
 
 
 def _study_table(rows: pd.DataFrame) -> list[str]:
-    lines = ["| devices | best mesh | step time | tokens/s | peak / limit GiB | optimal | why |",
-             "|---:|---|---:|---:|---:|---|---|"]
+    lines = ["| devices | best mesh | step time | tokens/s, all devices | tokens/s per device | "
+             "peak / limit GiB | optimal | why |",
+             "|---:|---|---:|---:|---:|---:|---|---|"]
     best = best_per_devices(rows)
     for devices in sorted(int(d) for d in rows["devices"].unique()):
         chosen = best[best["devices"] == devices]
         if chosen.empty:
-            lines.append(f"| {devices} | none feasible | | | | | see the infeasible points |")
+            lines.append(f"| {devices} | none feasible | | | | | | see the infeasible points |")
             continue
         row = chosen.iloc[0]
         others = rows[(rows["devices"] == devices) & rows["feasible"]
                       & (rows["point"] != row["point"])].sort_values("total_s", kind="mergesort")
         runner = None if others.empty else others.iloc[0]
-        tokens = UNKNOWN if pd.isna(row["tokens_per_s"]) else f"{row['tokens_per_s']:,.0f}"
+        tokens, per_device = (UNKNOWN, UNKNOWN) if pd.isna(row["tokens_per_s"]) else (
+            f"{row['tokens_per_s']:,.0f}", f"{row['tokens_per_s'] / devices:,.0f}")
         limit = row["limit_bytes"] / 2**30 if not pd.isna(row["limit_bytes"]) else math.nan
         optimal = "yes" if row["optimal"] else f"gap {row['gap']:.2%}"
         lines.append(f"| {devices} | `{row['mesh']}` | {_ms(row['total_s'])} | {tokens} | "
+                     f"{per_device} | "
                      f"{row['peak_bytes_per_device'] / 2**30:.2f} / {limit:.2f} | {optimal} | "
                      f"{why(row, runner)} |")
     return lines

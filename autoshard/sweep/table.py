@@ -29,7 +29,8 @@ COLUMNS = (
 """Column order of ``sweep.csv``. ``total_s = compute_s + comm_s - hidden_s - concurrent_s +
 bubble_s`` (communication hidden behind compute, and beside another mesh axis's; a pipelined
 point's idle time, its parts those of the stage that finishes last); ``comm_share`` is the
-exposed communication's share of the step.
+exposed communication's share of the step. ``tokens_per_s`` is the whole mesh's (all
+``devices`` together); ``autoshard plan`` states it per device, ``tokens_per_s / devices``.
 ``peak_bytes_per_device`` of a point infeasible for memory is the smallest peak any plan
 needs; ``plan`` is relative to the sweep directory. Pipelined points (a ``pp`` axis) fill
 the last four: samples per micro-batch and replica, the schedule, micro-batches per step and

@@ -72,8 +72,16 @@ def _ib_floor_s(ranks: int) -> float:
     return 6.8e-6 + 2 * hops * 0.479e-6 + (math.sqrt(3.83e-6) + math.sqrt(at_rate)) ** 2
 
 
+def _nvlink_floor_s(ranks: int) -> float:
+    """The dgx-h100 NVLink curve on 8 bytes, written out as ``_ib_floor_s`` (the preset's
+    NVLink terms: launch 6.8 µs, 0.89 µs per hop, fill 17.4 µs, 370 of 450 GB/s)."""
+    hops = min(ranks - 1, (ranks - 1).bit_length()) if ranks > 2 else 1
+    at_rate = 2 * (ranks - 1) / ranks * 8.0 / (370e9)
+    return 6.8e-6 + 2 * hops * 0.89e-6 + (math.sqrt(17.4e-6) + math.sqrt(at_rate)) ** 2
+
+
 def test_a_textbook_link_below_the_measured_floor_is_found() -> None:
-    gap = undercut_floor(Link.from_bandwidth(5e-6, 100e9), 2, get_preset("dgx-h100"))
+    gap = undercut_floor(Link.from_bandwidth(5e-6, 100e9), 2, get_preset("dgx-h100"), level=1)
     assert gap is not None and gap.floor_link == "ib"
     assert gap.textbook_s == pytest.approx(5e-6 + 8.0 / 100e9, rel=1e-12)  # one exchange
     assert gap.floor_s == pytest.approx(_ib_floor_s(2), rel=1e-12)
@@ -99,3 +107,31 @@ def test_a_written_link_below_the_floor_warns_naming_the_axis_and_the_fix() -> N
     message = str(caught[0].message)
     assert "--link dp=alpha:5us,bw:100GB/s" in message and "2 ranks" in message
     assert "launch:6.8us" in message and "ib" in message
+
+
+# dgx-h100 has nodes of 8 devices: in dp=2,tp=4 the dp axis stays inside a node (NVLink); in
+# dp=2,tp=8 it spans two nodes (IB). A 15 µs-per-step textbook link prices the 2-rank probe at
+# 15 µs: above the IB curve's 11.6 µs, below the NVLink curve's 26.0 µs.
+@pytest.mark.parametrize(("mesh", "spec", "crossed", "floor"), [
+    ((("dp", 2), ("tp", 4)), "alpha:15us,bw:100GB/s", "nvlink", _nvlink_floor_s(2)),
+    ((("dp", 2), ("tp", 4)), "alpha:5us,bw:100GB/s", "nvlink", _nvlink_floor_s(2)),
+    ((("dp", 2), ("tp", 8)), "alpha:5us,bw:100GB/s", "ib", _ib_floor_s(2)),
+    ((("dp", 16),), "alpha:1us,bw:100GB/s", "ib", None),  # nvlink×8 + ib×2: the outer one
+], ids=["in-node-between-curves", "in-node", "across-nodes", "spanning-both"])
+def test_an_axis_is_held_to_the_curve_of_the_level_it_crosses(mesh, spec, crossed,
+                                                             floor) -> None:
+    with pytest.warns(LaunchFloorWarning) as caught:
+        MeshLinks.build(Mesh(axes=mesh), get_preset("dgx-h100"), {"dp": spec})
+    message = str(caught[0].message)
+    level = "node" if crossed == "nvlink" else "cluster"
+    assert f" us of the measured {crossed} curve of the {level} level" in message, message
+    if floor is not None:  # the curve written out holds for 2 ranks (one exchange)
+        assert f"below the {floor * 1e6:.3g} us of the measured {crossed}" in message, message
+
+
+def test_an_axis_across_nodes_is_not_held_to_the_nvlink_curve() -> None:
+    """15 µs is below NVLink's 26.0 µs but above the IB curve the axis actually crosses."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LaunchFloorWarning)
+        MeshLinks.build(Mesh(axes=(("dp", 2), ("tp", 8))), get_preset("dgx-h100"),
+                        {"dp": "alpha:15us,bw:100GB/s"})

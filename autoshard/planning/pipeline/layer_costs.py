@@ -169,7 +169,8 @@ def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
             targets.append(at[(part, edge)])
         for target in targets:
             target[where] += scale * exposed_seconds(reshard, plan.ops)
-            _made_of(target, where, scale, 0.0, reshard.seconds, beside_seconds(reshard))
+            _made_of(target, where, scale, reshard.local_seconds, reshard.link_seconds,
+                     beside_seconds(reshard))  # local steps move no bytes: compute
     for part, static, saved in _bytes(graph, ops, plan, part_of, phase):
         sums[part]["static"] += static
         sums[part]["saved"] += saved

@@ -273,7 +273,7 @@ def _setting(intra: Plan, stage_costs: LayerCosts, costs: LayerCosts, full_links
     transient = max(intra.peak_bytes_per_device - reserve - static - saved, 0.0)
     return Setting(stages=p, micro_batches=micro_batches, send_s=send_s,
                    limit_bytes=limit - reserve, transient_bytes=transient,
-                   virtual=options.virtual, layers=options.stages)
+                   virtual=options.virtual, layers=options.stages, mesh=str(full_links.mesh))
 
 
 def _check_layers(forward: OpGraph, p: int) -> int:

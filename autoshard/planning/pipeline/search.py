@@ -40,6 +40,7 @@ class Setting:
     transient_bytes: float  # working set beyond static state and saved activations
     virtual: int = 2  # chunks per stage of the interleaved schedule
     layers: tuple[int, ...] | None = None  # --stages: layers per chunk
+    mesh: str = ""  # the whole mesh, pp axis included (what a refusal names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +164,7 @@ def choose(costs: LayerCosts, setting: Setting, schedule: Schedule | None) -> Ch
         smallest = min(smallest, needed)
     if not found:
         raise MemoryTooSmallError(needed_bytes=smallest, limit_bytes=setting.limit_bytes,
-                                  mesh=f"pp={setting.stages} stages", exact=False)
+                                  mesh=setting.mesh or f"pp={setting.stages}", exact=False)
     return min(found, key=lambda c: c.timeline.step_s)
 
 

@@ -68,6 +68,22 @@ def test_outputs_are_never_overwritten_without_force(tmp_path: Path) -> None:
     assert forced.exit_code == 0 and load_topology(out).name == "other"
 
 
+def test_the_overwrite_refusal_names_the_files_not_their_directory(tmp_path: Path) -> None:
+    out = tmp_path / "cluster.toml"
+    assert _run(OCI, "--base", "dgx-a100", "--out", str(out)).exit_code == 0
+    refused = _run(OCI, "--base", "dgx-a100", "--out", str(out))
+    assert refused.exit_code == 2
+    assert refused.output.startswith(f"autoshard: error: {out}, {tmp_path / 'calibration.csv'}"
+                                     f", {tmp_path / 'calibration.png'} already exist; choose "
+                                     "another --out path or --report-dir"), refused.output
+    for name in ("calibration.csv", "calibration.png"):
+        (tmp_path / name).unlink()
+    refused = _run(OCI, "--base", "dgx-a100", "--out", str(out))
+    assert refused.exit_code == 2
+    assert refused.output.strip() == (f"autoshard: error: {out} already exists; choose another "
+                                      "--out path or pass --force to overwrite it")
+
+
 @pytest.mark.parametrize(("args", "culprit"), [
     ([P4DE], "--nodes N --gpus-per-node G"),
     ([P4DE, "--nodes", "1", "--gpus-per-node", "8"], "bus factor"),

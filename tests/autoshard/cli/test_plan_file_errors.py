@@ -119,3 +119,46 @@ def test_a_directory_without_a_plan_is_one_line(tmp_path, small_model, saved_pla
     empty.mkdir()
     line = one_line_error(run(*commands(empty, small_model, saved_plan)[command]))
     assert str(empty) in line and "plan.json" in line
+
+
+@pytest.fixture(scope="module")
+def plan_with_reshard(tmp_path_factory) -> Path:
+    """The user walk's plan: the zoo MLP's training step on dp=2,tp=2, which has a reshard."""
+    out = tmp_path_factory.mktemp("walk") / "x"
+    result = run("plan", "--model", "mlp", "--mesh", "dp=2,tp=2", "--training", "--out",
+                 str(out), "--quiet")
+    assert result.exit_code == 0, result.output
+    path = out / "plan.json"
+    assert json.loads(path.read_text())["reshards"], "the walk's plan must have a reshard"
+    return path
+
+
+def _dim_nine_in_a_tensor(data: dict) -> str:
+    name = "layers.0.mlp.up.out"
+    data["tensors"][name]["placements"][0] = "S(9)"
+    return f'tensor "{name}": mesh axis "dp" shards dim 9 of a tensor with 3 dims'
+
+
+def _dim_nine_in_a_reshard(data: dict) -> str:
+    reshard = data["reshards"][0]
+    reshard["dst"][0] = "S(9)"
+    return (f'tensor "{reshard["tensor"]}" (reshard {reshard["producer"]} -> '
+            f'{reshard["consumer"]}, dst): mesh axis "dp" shards dim 9 of a tensor with 3 dims')
+
+
+@pytest.mark.parametrize("edit", [_dim_nine_in_a_tensor, _dim_nine_in_a_reshard],
+                         ids=["tensor", "reshard-dst"])
+@pytest.mark.parametrize("command", ["export", "verify", "explain", "trace", "diff"])
+def test_a_placement_of_a_dim_the_tensor_lacks_is_refused_alike(tmp_path, plan_with_reshard,
+                                                               edit, command) -> None:
+    """``S(9)`` on a 3-dim tensor (the tensor's record or a reshard's end): every command that
+    reads the plan refuses it with the same line, naming the file, and exit 2 (trace and diff
+    used to draw and compare it)."""
+    data = json.loads(plan_with_reshard.read_text())
+    what = edit(data)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    line = one_line_error(run(*commands(path, "mlp", plan_with_reshard)[command]))
+    assert line.startswith(f"autoshard: error: plan file {path}: {what}; the plan file was "
+                           "edited or is corrupt"), line
+    assert not (path.parent / "unused").exists()  # refused before any work

@@ -26,7 +26,8 @@ MESHES = {"ddp": "dp=8", "zero1": "dp=8", "zero2": "dp=2,fsdp=4", "fsdp": "dp=2,
 CASES = [(s, m, o) for s in MESHES for m in (1, 3) for o in ("none", "op")] + [
     ("fsdp", 3, "layer"), ("zero2", 3, "layer"), ("megatron", 1, "layer")]
 IDS = [f"{s}-m{m}-{o}" for s, m, o in CASES]
-COMM = ("comm.exposed", "comm.overlapped", "comm.intra_op", "local")
+COMM = ("comm.exposed", "comm.overlapped", "comm.intra_op")
+WORK = ("compute", "local")  # an op's compute and a reshard's local steps (no bytes move)
 
 
 @functools.cache
@@ -61,14 +62,16 @@ def test_the_trace_ends_at_the_step_time(case, traces) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_every_run_of_every_op_and_collective_is_drawn_once(case, traces) -> None:
-    """Compute slices add up to the plan's compute seconds and communication slices (a
-    collective over several axes counted on its first axis) to its communication seconds;
-    each op has one compute slice per run."""
+    """Compute slices (ops' and reshards' local steps, on the compute track) add up to the
+    plan's compute seconds and communication slices (a collective over several axes counted
+    on its first axis) to its communication seconds; each op has one compute slice per run."""
     plan, trace = planned(*case), traces[case]
-    slices = len([e for e in trace.events if e.cat in ("compute", *COMM)])
-    compute = [e for e in trace.events if e.cat == "compute"]
-    assert sum(e.end_ns - e.start_ns for e in compute) == pytest.approx(
+    slices = len([e for e in trace.events if e.cat in (*WORK, *COMM)])
+    work = [e for e in trace.events if e.cat in WORK]
+    assert all(e.thread == "compute" for e in work)
+    assert sum(e.end_ns - e.start_ns for e in work) == pytest.approx(
         plan.objective.compute_s * 1e9, abs=slices)
+    compute = [e for e in work if e.cat == "compute"]
     comm = [e for e in trace.events if e.cat in COMM  # lanes "fsdp #2" belong to axis fsdp
             and e.thread.split(" #")[0] in ("compute", e.args["axes"].split(",")[0])]
     assert sum(e.end_ns - e.start_ns for e in comm) == pytest.approx(
