@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -22,11 +23,12 @@ import numpy as np
 from solver.clock import Clock
 from solver.errors import UnknownBackendError
 from solver.exact import exhaustive
-from solver.graph_search import Sizes, closed, finish, sizes_of, solve_graph
+from solver.graph_search import DESCENT_SECONDS, Sizes, closed, finish, sizes_of, solve_graph
 from solver.memory_price import TIED_SEARCH_GAP, solve_priced
 from solver.periodic import Chain, find_chain
 from solver.periodic_search import solve_periodic, solve_restricted
 from solver.problem import ChoiceProblem
+from solver.problem_descent import descend_problem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
 from solver.windowed import solve_windowed
 
@@ -165,6 +167,8 @@ def _solve_chain_with_memory(problem: ChoiceProblem, chain: Chain, clock: Clock,
     if priced is None and clock.expired():
         # no time for a search: a plan that fits, at once
         lean = incumbent if incumbent is not None else leanest(problem)
+        if lean is not None and incumbent is None:  # the leanest ignores cost: polish it
+            lean = descend_problem(problem, lean, time.perf_counter() + DESCENT_SECONDS)
         if lean is not None:
             return finish(problem, lean, -math.inf if bound is None else bound, True, clock,
                           "leanest" if incumbent is None else "incumbent", before, before)
