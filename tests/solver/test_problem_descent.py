@@ -17,6 +17,7 @@ import pytest
 
 from solver import ChoiceProblem, api, solve
 from solver.api import leanest
+from solver.exact import exhaustive
 from solver.problem_descent import descend_problem
 from solver.span_rows import SpanRows
 from tests.solver.test_descent import _random_problem
@@ -101,3 +102,27 @@ def test_a_chain_out_of_time_returns_the_leanest_plan_descended(seed: int,
     assert answer.objective == pytest.approx(problem.evaluate(descend_problem(problem, lean)))
     assert answer.objective <= problem.evaluate(lean)
     assert _fits(problem, answer.choices) and not math.isinf(answer.objective)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_cut_short_chain_answer_is_polished_and_keeps_its_bound(seed: int,
+                                                                   monkeypatch) -> None:
+    """Whatever a chain's search returns at its time limit (here: each node's dearest
+    option), the answer is that plan descended, with a bound still below the optimum."""
+    from solver.graph_search import finish, sizes_of
+    from solver.solution import SolveStatus
+
+    problem = chain_problem(seed, 5, 2, 3, 1)
+    dearest = tuple(int(np.argmax(c)) for c in problem.node_costs)
+
+    def cut_short(problem, chain, clock, gap, before, **kwargs):
+        return finish(problem, dearest, 0.0, True, clock, "periodic", before, sizes_of(problem))
+
+    monkeypatch.setattr(api, "solve_periodic", cut_short)
+    answer = solve(problem, time_limit=60.0)
+    _, optimum = exhaustive(problem)
+    assert answer.status is SolveStatus.TIME_LIMIT
+    assert answer.bound <= optimum + 1e-9 <= answer.objective + 2e-9
+    assert answer.choices == descend_problem(problem, dearest)
+    assert answer.objective < problem.evaluate(dearest)
+    _local_optimum(problem, answer.choices)
