@@ -12,9 +12,14 @@ quadratically) over the parameters in log space, each bounded to physical values
 measured curve with the overheads below them. A weak prior (weight :data:`PRIOR_WEIGHT` per
 parameter, in log space) pulls each parameter that the base sets toward the base's value, so
 combinations one table cannot separate (the launch floor and the hop latency of one group
-size) stay where the base put them. Levels are fitted when a table spans them: a single-node
-table pins the innermost level, a multi-node table the network level (and, weakly, the node
-level too); one table of each pins both separately.
+size) stay where the base put them.
+
+Which levels are fitted (:mod:`costmodel.calibration_levels`): a level is fitted when some
+table crosses it and no level outside it, so a single-node table fits the node level and a
+multi-node table the network level; one table of each fits both, jointly. A level that the
+tables cross only together with an outer level (the node level under multi-node tables alone)
+cannot be told apart from that level on them, so it is kept from the base exactly and the outer
+level is fitted given it; :attr:`Calibration.origins` records which, and the summary says so.
 """
 
 from __future__ import annotations
@@ -27,6 +32,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from costmodel.calibration_levels import (
+    LevelOrigin,
+    fitted_indices,
+    kept_indices,
+    level_origins,
+    spanned_levels,
+)
 from costmodel.collectives import collective_seconds
 from costmodel.errors import CalibrationError
 from costmodel.link import Link, Topology
@@ -91,13 +103,19 @@ class FittedParameter:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """A topology, the tables it was fitted on or checked against, and the comparison."""
+    """A topology, the tables it was fitted on or checked against, and the comparison.
+
+    A fit also records ``origins`` (per level: fitted, kept from the base, or crossed by no
+    table, and by which tables) and the name of the ``base`` it started from.
+    """
 
     topology: Topology
     tables: tuple[NcclTable, ...]
     rows: tuple[CalibrationRow, ...]
     fitted: tuple[FittedParameter, ...]
     notes: tuple[str, ...] = ()
+    origins: tuple[LevelOrigin, ...] = ()
+    base: str = ""
 
     def table_rows(self, name: str) -> tuple[CalibrationRow, ...]:
         return tuple(row for row in self.rows if row.table == name)
@@ -153,7 +171,8 @@ def check(topology: Topology, tables: Sequence[NcclTable]) -> Calibration:
 
 def calibrate(base: Topology, tables: Sequence[NcclTable], name: str | None = None
               ) -> Calibration:
-    """Fit the measured-curve parameters of ``base``'s levels that ``tables`` span.
+    """Fit the measured-curve parameters of the levels of ``base`` that ``tables`` determine;
+    keep the others' exactly (see the module docstring).
 
     Raises:
         CalibrationError: no table, a table that does not fit ``base``, or a fit that fails.
@@ -163,7 +182,8 @@ def calibrate(base: Topology, tables: Sequence[NcclTable], name: str | None = No
     tables = _non_empty(tables)
     for table in tables:
         group_for(table, base)
-    fitted_levels = sorted({0} | {1 for table in tables if table.nodes > 1})
+    origins = level_origins(tables, len(base.levels))
+    fitted_levels = list(fitted_indices(origins))
     keys = [(level, param) for level in fitted_levels for param in PARAMETERS]
     start = np.array([math.log(_start_value(base, level, param)) for level, param in keys])
     prior = np.array([_has_prior(base, level, param) for level, param in keys], dtype=float)
@@ -181,10 +201,15 @@ def calibrate(base: Topology, tables: Sequence[NcclTable], name: str | None = No
         parts.append(PRIOR_WEIGHT * prior * (x - start))
         return np.concatenate(parts)
 
-    result = least_squares(residuals, np.clip(start, low, high), bounds=(low, high),
-                           loss="soft_l1", f_scale=LOSS_SCALE, max_nfev=2000)
-    if not result.success:
-        raise CalibrationError(f"the fit did not converge: {result.message}")
+    result = None
+    for begin in _starts(base, keys, tables, origins, start):
+        tried = least_squares(residuals, np.clip(begin, low, high), bounds=(low, high),
+                              loss="soft_l1", f_scale=LOSS_SCALE, max_nfev=2000)
+        if not tried.success:
+            raise CalibrationError(f"the fit did not converge: {tried.message}")
+        if result is None or tried.cost < result.cost:
+            result = tried
+    assert result is not None
     values = np.exp(result.x)
     topology = _with_parameters(base, keys, values)
     topology = dataclasses.replace(topology, name=name or f"{base.name}-calibrated")
@@ -194,8 +219,52 @@ def calibrate(base: Topology, tables: Sequence[NcclTable], name: str | None = No
                         unit=UNITS[param])
         for (level, param), value, begin in zip(keys, values, start, strict=True))
     checked = check(topology, tables)
-    return dataclasses.replace(checked, fitted=fitted,
+    return dataclasses.replace(checked, fitted=fitted, origins=origins, base=base.name,
                                notes=_identifiability(topology, tables, fitted_levels))
+
+
+def _starts(base: Topology, keys: list[tuple[int, str]], tables: tuple[NcclTable, ...],
+            origins: tuple[LevelOrigin, ...], start: np.ndarray) -> list[np.ndarray]:
+    """The base's values and, when some level is kept and the result differs, the same with
+    each fitted level's bus efficiency read off the slope of its tables' two largest sizes.
+
+    Why: the bus rate is the max over levels of ``bus·beta/eff``; a kept level's term is a
+    fixed floor under that max, and a fitted level that starts below it (an EFA network under
+    the base's IB rate, behind the base's NVLink) sits where the max does not depend on it, so
+    the fit never moves it. Starting it where the measured slope says it binds lets the fit
+    find that; the lower cost wins, ties the base's start. Fits that keep no level start from
+    the base alone, as the shipped presets were fitted.
+    """
+    if not kept_indices(origins):
+        return [start]
+    fitted_from = {origin.index: origin.tables for origin in origins}
+    by_name = {table.name: table for table in tables}
+    sloped = start.copy()
+    for position, (level, param) in enumerate(keys):
+        if param != "bus_efficiency":
+            continue
+        estimates = [_slope_efficiency(by_name[name], base, level)
+                     for name in fitted_from.get(level, ())]
+        estimates = [value for value in estimates if value is not None]
+        if estimates:
+            low, high = BOUNDS[param]
+            sloped[position] = math.log(min(max(min(estimates), low), high * (1 - 1e-9)))
+    return [start] if np.allclose(sloped, start, rtol=0, atol=1e-2) else [start, sloped]
+
+
+def _slope_efficiency(table: NcclTable, base: Topology, level: int) -> float | None:
+    """``bus·beta / c`` of ``level`` with ``c`` the time per byte between ``table``'s two
+    largest sizes: the efficiency at which that level alone sets the large-message slope."""
+    if len(table.nbytes) < 2 or table.nbytes[-1] <= table.nbytes[-2]:
+        return None
+    slope = (table.time_us[-1] - table.time_us[-2]) * 1e-6 / (table.nbytes[-1]
+                                                               - table.nbytes[-2])
+    if slope <= 0:
+        return None
+    group = group_for(table, base)
+    position = spanned_levels(table).index(level)
+    bus = level_bus_bytes(table.collective, tuple(size for size, _ in group))[position]
+    return bus * group[position][1].beta_s_per_byte / slope
 
 
 def _non_empty(tables: Sequence[NcclTable]) -> tuple[NcclTable, ...]:
@@ -239,9 +308,6 @@ def _identifiability(topology: Topology, tables: tuple[NcclTable, ...],
                      fitted_levels: list[int]) -> tuple[str, ...]:
     """Say which fitted parameters the tables could not pin, instead of implying they did."""
     notes = []
-    if 0 in fitted_levels and all(table.nodes > 1 for table in tables):
-        notes.append(f"level {topology.levels[0].name!r} was fitted from multi-node tables "
-                     "only, so it is weakly determined: add a single-node run")
     binding = {_binding_link(table, topology) for table in tables}
     for level in fitted_levels:
         link = topology.levels[level].link

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from costmodel.calibrate import Calibration, CalibrationRow
+from costmodel.calibration_levels import LevelOrigin, LevelSource
 from costmodel.link import Link
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,30 @@ def _link_line(level: str, devices: int | None, link: Link) -> str:
             f"{link.pipeline_s * 1e6:>9.2f}")
 
 
+_MARKS = {LevelSource.FITTED: "  (fitted)", LevelSource.KEPT: "  (kept from base)",
+          LevelSource.UNSPANNED: "  (base)"}
+
+
+def _origin_line(calibration: Calibration, origin: LevelOrigin) -> str:
+    """Which tables a level was fitted on, or why it kept the base's values and how to fit it."""
+    levels = calibration.topology.levels
+    level = levels[origin.index]
+    head = f"  {level.name} ({level.link.name or 'unnamed'}): "
+    tables = ", ".join(origin.tables)
+    if origin.source is LevelSource.FITTED:
+        kept = [levels[o.index].name for o in calibration.origins
+                if o.source is LevelSource.KEPT and o.index < origin.index]
+        given = f", given {', '.join(map(repr, kept))} as kept" if kept else ""
+        return head + f"fitted on {tables}{given}"
+    if origin.source is LevelSource.UNSPANNED:
+        return head + f"kept from {calibration.base}: no table crosses it"
+    outer = levels[origin.index + 1].name
+    verb = "crosses" if len(origin.tables) == 1 else "cross"
+    return (head + f"kept from {calibration.base}, not fitted: {tables} {verb} it only "
+            f"together with {outer!r}, and a curve over both cannot tell them apart; to fit "
+            f"it too, add a table run inside one {level.name}")
+
+
 def calibration_summary(calibration: Calibration, *, fitted: bool) -> str:
     """The one-screen summary: the levels' parameters and, per table, the ratios."""
     topology = calibration.topology
@@ -69,10 +94,11 @@ def calibration_summary(calibration: Calibration, *, fitted: bool) -> str:
     lines = [f"{topology.name}: {verb} against {len(calibration.tables)} nccl-tests table(s)",
              "", "  level     ranks link      link GB/s  bus GB/s  alpha µs launch µs "
                  "pipeline µs"]
-    fitted_levels = {p.level for p in calibration.fitted}
-    lines += [_link_line(level.name, level.devices, level.link)
-              + ("  (fitted)" if level.name in fitted_levels else "")
-              for level in topology.levels]
+    marks = {o.index: _MARKS[o.source] for o in calibration.origins}
+    lines += [_link_line(level.name, level.devices, level.link) + marks.get(index, "")
+              for index, level in enumerate(topology.levels)]
+    if calibration.origins:
+        lines += ["", *(_origin_line(calibration, origin) for origin in calibration.origins)]
     warnings = [f"  note: {p.level}.{p.name} is at its bound {_g(p.value)}: the base's link "
                 "rate or the model may not suit these tables"
                 for p in calibration.fitted if p.at_bound]

@@ -25,28 +25,47 @@ from solver.compact import Indexed
 MAX_SWEEPS = 50  # a bound only: the 4-axis gpt2 descent above settled within 16 ms in all
 
 
-def descend(ix: Indexed, x: np.ndarray, deadline: float | None = None) -> np.ndarray:
-    """``x`` improved one node at a time until no single change helps (or ``deadline``,
-    a ``perf_counter`` time, passes between sweeps); never dearer than ``x``."""
+Neighbours = list[list[tuple[int, np.ndarray]]]
+"""Per node, its edges as (other node, cost matrix with this node's options as rows)."""
+
+
+def neighbours_of(ix: Indexed) -> Neighbours:
+    """Every node's edges, each matrix oriented with the node's options as rows."""
+    found: Neighbours = [[] for _ in range(ix.n)]
+    for u, v, matrix in ix.edges:
+        found[u].append((v, matrix))
+        found[v].append((u, matrix.T))
+    return found
+
+
+def local_costs(ix: Indexed, neighbours: Neighbours, x: np.ndarray, i: int) -> np.ndarray:
+    """Node ``i``'s cost per option with every other node held at ``x``: its own cost plus
+    its edges to the neighbours' current options."""
+    local = ix.costs[i].copy()
+    for j, matrix in neighbours[i]:
+        local += matrix[:, x[j]]
+    return local
+
+
+def descend(ix: Indexed, x: np.ndarray, deadline: float | None = None,
+            sweeps: int = MAX_SWEEPS) -> np.ndarray:
+    """``x`` improved one node at a time until no single change helps, ``sweeps`` sweeps
+    have run, or ``deadline`` (a ``perf_counter`` time) passes between sweeps; never dearer
+    than ``x``."""
     if ix.windows or ix.n == 0:
         return x
     x = np.array(x, dtype=np.intp)
-    neighbours: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(ix.n)]
-    for u, v, matrix in ix.edges:
-        neighbours[u].append((v, matrix))
-        neighbours[v].append((u, matrix.T))
+    neighbours = neighbours_of(ix)
     rows_of: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(ix.n)]
     for r, row in enumerate(ix.rows):
         for node, vec in row:
             rows_of[node].append((r, vec))
     sums = np.array(ix.row_sums(x), dtype=float)
     limit = np.inf if ix.limit is None else float(ix.limit)
-    for _ in range(MAX_SWEEPS):
+    for _ in range(sweeps):
         moved = False
         for i in range(ix.n):
-            local = ix.costs[i].copy()
-            for j, matrix in neighbours[i]:
-                local += matrix[:, x[j]]
+            local = local_costs(ix, neighbours, x, i)
             for r, vec in rows_of[i]:
                 local[sums[r] - vec[x[i]] + vec > limit] = np.inf
             best = int(np.argmin(local))

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.compact import Indexed
+from solver.descent import descend, local_costs, neighbours_of
 
 MAX_TABLE = 2_000_000
 BISECTION_STEPS = 14
 GAP_STOP = 1e-7
+REPAIR_SWEEPS = 2  # the repaired plan's polish: two sweeps of single-node moves
 
 
 def min_degree_order(n: int, edges: list[tuple[int, int]]) -> list[int]:
@@ -166,21 +168,6 @@ class DPResult:
     bound: float
 
 
-def _neighbours(ix: Indexed) -> list[list[tuple[int, np.ndarray]]]:
-    nbrs: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(ix.n)]
-    for u, v, matrix in ix.edges:
-        nbrs[u].append((v, matrix))
-        nbrs[v].append((u, matrix.T))
-    return nbrs
-
-
-def _local(ix: Indexed, nbrs: list, x: np.ndarray, i: int) -> np.ndarray:
-    vals = ix.costs[i].copy()
-    for j, matrix in nbrs[i]:
-        vals += matrix[:, x[j]]
-    return vals
-
-
 def _memory_vectors(ix: Indexed) -> list[np.ndarray]:
     memory = [np.zeros(c.size) for c in ix.costs]
     for i, vec in ix.rows[0]:
@@ -294,11 +281,11 @@ def _late(deadline: float | None) -> bool:
 def repair(ix: Indexed, memory: list[np.ndarray], fit: np.ndarray, cheap: np.ndarray
            ) -> np.ndarray:
     """Move a fitting plan toward a cheaper over-budget one, then polish it."""
-    nbrs = _neighbours(ix)
+    nbrs = neighbours_of(ix)
     candidates = [_prefix_cut(ix, nbrs, memory, fit, cheap),
                   _component_swaps(ix, nbrs, memory, fit, cheap)]
     best = min(candidates, key=ix.evaluate)
-    return coordinate_descent(ix, nbrs, memory, best)
+    return descend(ix, best, sweeps=REPAIR_SWEEPS)
 
 
 def _prefix_cut(ix, nbrs, memory, fit, cheap) -> np.ndarray:
@@ -307,7 +294,7 @@ def _prefix_cut(ix, nbrs, memory, fit, cheap) -> np.ndarray:
     cost, best_cost, best_t = 0.0, 0.0, -1
     differ = np.flatnonzero(fit != cheap)
     for t, i in enumerate(differ):
-        vals = _local(ix, nbrs, x, i)
+        vals = local_costs(ix, nbrs, x, i)
         cost += vals[cheap[i]] - vals[x[i]]
         mem += memory[i][cheap[i]] - memory[i][x[i]]
         x[i] = cheap[i]
@@ -361,24 +348,4 @@ def _component_swaps(ix, nbrs, memory, fit, cheap) -> np.ndarray:
         if mem + d_mem <= ix.limit:
             x[nodes] = cheap[nodes]
             mem += d_mem
-    return x
-
-
-def coordinate_descent(ix: Indexed, nbrs, memory, x: np.ndarray, sweeps: int = 2
-                       ) -> np.ndarray:
-    """Change one node at a time to its best option that keeps the plan within budget."""
-    x = x.copy()
-    mem = float(sum(m[x[i]] for i, m in enumerate(memory)))
-    for _ in range(sweeps):
-        improved = False
-        for i in range(ix.n):
-            vals = _local(ix, nbrs, x, i)
-            vals[mem - memory[i][x[i]] + memory[i] > ix.limit] = np.inf
-            j = int(np.argmin(vals))
-            if vals[j] < vals[x[i]] - 1e-12 * abs(vals[x[i]]):
-                mem += memory[i][j] - memory[i][x[i]]
-                x[i] = j
-                improved = True
-        if not improved:
-            break
     return x

@@ -2,16 +2,15 @@
 
 The least peak over plans of the largest memory row is a min-max integer program (the rows
 share nodes), solved exactly by CP-SAT when there is time. There may not be: llama3-70b
-training on dp=8,tp=8 has 5,133 rows and 8.7 M (node, vector) terms once its layers are tied,
-and with them untied its CP-SAT model was still being built after 860 s (9.5 GB) of a 30 s
-limit. So the answer is a pair of bounds, never a guess: ``lower`` is proven (every row's
-leanest sum; CP-SAT's bound when it ran) and ``upper`` is the peak of a plan that exists (the
-leanest plan, the same with the rows reweighted towards the peak, CP-SAT's best when it ran).
-They meet (``exact``) when a plan reaches the lower bound (one row without groups or inf
-pairs; llama3-70b above, at once; gpt2 training under 400 MiB once reweighted) or CP-SAT
-proves its optimum. The cheap steps come first; CP-SAT's build checks the
-clock row by row and its solve gets only the time left: what the deadline cuts short leaves
-the bounds found so far.
+training on dp=8,tp=8 has 5,133 rows whose terms hold 8.7 M option entries once its layers are
+tied, 181.6 M untied, and the CP-SAT model of the untied one was still being built after 860 s
+(9.5 GB) of a 30 s limit. So the answer is a pair of bounds, never a guess: ``lower`` is proven
+(every row's leanest sum; CP-SAT's bound when it ran) and ``upper`` is the peak of a plan that
+exists (the leanest plan, the same with the rows reweighted towards the peak, CP-SAT's best
+when it ran). They meet (``exact``) when a plan reaches the lower bound (one row without groups
+or inf pairs; llama3-70b above, at once; gpt2 training under 400 MiB once reweighted) or CP-SAT
+proves its optimum. The cheap steps come first; CP-SAT's build checks the clock row by row and
+its solve gets only the time left: what the deadline cuts short leaves the bounds found so far.
 
 Edge costs play no part: an edge makes no plan impossible unless its entry is inf, and such
 pairs are excluded (as are options of inf node cost).

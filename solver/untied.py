@@ -25,10 +25,10 @@ from solver.problem import ChoiceProblem
 from solver.row_sums import RowSums
 from solver.solution import Solution
 
-# the working form's build, per (node, vector) term of the memory rows, at the least: 7.4 us
-# measured on 375 k terms of a synthetic liveness problem (2 cores shared, load 8.5); llama3-70b's
-# whole problem, 8.7 M terms once tied, more untied, took 555 s. Set low on purpose: a build
-# is skipped only when even this fast it could not end before the deadline
+# a lower estimate of the working form's build per (node, vector) term of the memory rows:
+# 7.4 us were measured on 375 k terms of a synthetic liveness problem (2 cores shared, load
+# 8.5), and llama3-70b's whole problem (181.6 M option entries in its rows) took 555 s. Set
+# low on purpose: a build is skipped only when even this fast it could not end in time
 BUILD_SECONDS_PER_TERM = 2e-6
 
 

@@ -5,7 +5,8 @@ Three studies per table (costmodel/data/nccl_tests, measured by AWS, Oracle and 
 calibration" target: median ratio in 0.67-1.5, worst in 0.33-3); ``textbook`` with the same
 preset's links stripped to pure alpha-beta (what the planner priced before the measured-curve
 model); ``fit`` calibrates ``dgx-a100`` on that table alone (target: median |ratio − 1| ≤ 10 %,
-worst ≤ 35 %). ``joint`` refits the presets' own table pairs (Azure + OCI for dgx-a100, Azure +
+worst ≤ 35 %; on a two-node table only the network level is fitted, NVLink kept from
+``dgx-a100``). ``joint`` refits the presets' own table pairs (Azure + OCI for dgx-a100, Azure +
 AWS p4de for aws-p4d). Writes ``calibration.csv`` (every size), ``calibration_summary.csv``
 (one row per study and table, with the targets), ``calibration.txt`` (the fitted parameters)
 and one plot per study, each stating the command, commit and machine.

@@ -43,6 +43,7 @@ from costmodel import (
     read_nccl_tests,
 )
 from costmodel.calibrate import BOUNDS, Calibration, calibrate, check
+from costmodel.calibration_levels import LevelSource, kept_indices, level_origins
 from costmodel.calibration_report import (
     calibration_csv,
     calibration_summary,
@@ -53,6 +54,7 @@ from costmodel.gemm_report import gemm_csv, gemm_summary
 CSV_NAME, PLOT_NAME = "calibration.csv", "calibration.png"
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv",
                "broadcast", "reduce")
+DEFAULT_BASE = "dgx-h100"
 _KIND = {"alltoall": CollectiveKind.ALL_TO_ALL, "sendrecv": CollectiveKind.COLLECTIVE_PERMUTE}
 
 
@@ -77,11 +79,14 @@ class CalibrateResult:
                    "written beside it. Required unless --check.")
 @click.option("--check", "check_topology", default=None, metavar="TOPOLOGY",
               help="Compare this preset or TOML file with the tables; fit nothing.")
-@click.option("--base", default="dgx-h100", show_default=True,
+@click.option("--base", default=None,
               help="Preset or TOML file to fit: its link rates are kept, its launch, alpha, "
-                   "pipeline and bus efficiency per level are refitted (with --matmul: its "
-                   "SM count, tile and peaks are kept, its GEMM ceiling, small-K cost and "
-                   "kernel launch refitted).")
+                   "pipeline and bus efficiency are refitted on each level the tables "
+                   "determine and kept on the others (with --matmul: its SM count, tile and "
+                   "peaks are kept, its GEMM ceiling, small-K cost and kernel launch "
+                   f"refitted). Default {DEFAULT_BASE}, but required when only multi-node "
+                   "tables are given: they cannot determine the node level, which is then "
+                   "kept from the base.")
 @click.option("--name", default=None, help="Name of the fitted topology (default: BASE-"
                                                "calibrated).")
 @click.option("--report-dir", type=click.Path(path_type=Path), default=None,
@@ -99,17 +104,19 @@ def calibrate_command(**options: Any) -> None:
     """Fit the collective cost model to nccl-tests tables and/or the GEMM kernel model to
     matmul tables (--matmul), or --check a topology against them.
 
-    Per topology level it fits: launch (s, the floor of any collective spanning the level),
-    alpha (s per hop), pipeline (s, the fill that makes bandwidth ramp with size) and bus
-    efficiency (fraction of the link rate reached on huge messages). Link rates stay the
-    base's. From matmul tables: the GEMM ceiling (fraction of peak), the small-K cost (K
+    Per topology level the tables determine it fits: launch (s, the floor of any collective
+    spanning the level), alpha (s per hop), pipeline (s, the fill that makes bandwidth ramp with
+    size) and bus efficiency (fraction of the link rate reached on huge messages). Link rates
+    stay the base's. A single-node table determines the node level, a multi-node table the
+    network level given the node level; with multi-node tables only, the node level is kept from
+    --base. From matmul tables: the GEMM ceiling (fraction of peak), the small-K cost (K
     elements per tile) and the per-kernel launch.
     """
     run_calibrate(**options)
 
 
 def run_calibrate(*, tables: tuple[Path, ...], matmul_tables: tuple[Path, ...] = (),
-                  out_file: Path | None, check_topology: str | None, base: str,
+                  out_file: Path | None, check_topology: str | None, base: str | None,
                   name: str | None, report_dir: Path | None, nodes: int | None,
                   gpus_per_node: int | None, collective: str | None, force: bool
                   ) -> CalibrateResult:
@@ -123,6 +130,8 @@ def run_calibrate(*, tables: tuple[Path, ...], matmul_tables: tuple[Path, ...] =
     kind = _KIND.get(collective or "", CollectiveKind(collective) if collective else None)
     read = [t for path in tables for t in read_nccl_tests(
         path, collective=kind, nodes=nodes, gpus_per_node=gpus_per_node)]
+    if check_topology is None:
+        _require_base_for_kept_levels(base, read)
     matmul = read_matmul_tables(matmul_tables)
     directory = report_dir or (out_file.parent if out_file is not None else Path("."))
     outputs = [directory / CSV_NAME, directory / PLOT_NAME] if read else []
@@ -134,7 +143,7 @@ def run_calibrate(*, tables: tuple[Path, ...], matmul_tables: tuple[Path, ...] =
     if check_topology is not None:
         result = _check(resolve_topology(check_topology), read, matmul)
     else:
-        result = _fit(resolve_topology(base), read, matmul, name)
+        result = _fit(resolve_topology(base or DEFAULT_BASE), read, matmul, name)
     _write(result, matmul, directory, out_file)
     if result.collectives is not None:
         click.echo(calibration_summary(result.collectives, fitted=out_file is not None),
@@ -142,6 +151,22 @@ def run_calibrate(*, tables: tuple[Path, ...], matmul_tables: tuple[Path, ...] =
     if result.gemm is not None:
         click.echo(gemm_summary(result.gemm), nl=False)
     return result
+
+
+def _require_base_for_kept_levels(base: str | None, read: list[NcclTable]) -> None:
+    """Refuse to keep a level the tables cannot determine from a base the user did not name:
+    the default's NVLink numbers would silently stand for the user's cluster."""
+    if base is not None or not read:
+        return
+    default = resolve_topology(DEFAULT_BASE)
+    kept = kept_indices(level_origins(read, len(default.levels)))
+    if kept:
+        level = default.levels[kept[0]].name
+        names = ", ".join(table.name for table in read)
+        message = (f"{names}: multi-node tables only, which cannot tell the {level} level "
+                   f"(NVLink) apart from the network; give a single-node table too, or "
+                   f"--base PRESET|FILE.toml to keep the {level} level from")
+        raise UsageError(message)
 
 
 def _check(topology: Topology, read: list[NcclTable], matmul: tuple[MatmulTable, ...]
@@ -191,4 +216,10 @@ def _toml_header(result: Calibration) -> str:
              + ")"]
     lines += [f"#   {table.name}: {table.collective.value}, {table.ranks} ranks on "
               f"{table.nodes} node(s), {len(table.nbytes)} sizes" for table in result.tables]
+    levels = result.topology.levels
+    said = {LevelSource.FITTED: "fitted",
+            LevelSource.KEPT: f"kept from {result.base} (the tables cannot determine it)",
+            LevelSource.UNSPANNED: f"kept from {result.base} (no table crosses it)"}
+    lines += [f"# level {levels[origin.index].name}: {said[origin.source]}"
+              for origin in result.origins]
     return "\n".join(lines) + "\n"

@@ -25,6 +25,7 @@ from autoshard.errors import (
     VerificationFailedError,
 )
 from autoshard.output_paths import file_in_the_way, write_refused
+from autoshard.planning.record import plan_file
 from costmodel import CostModelError, LaunchFloorWarning
 from graphs import GraphError
 from graphs.importers.unmapped import UnmappedOpsWarning
@@ -101,6 +102,18 @@ def check_output_file(path: Path | None, force: bool, option: str,
                          "write")
 
 
+class PlanFileType(click.Path):
+    """A plan argument: a plan.json, or the directory ``plan --out`` wrote (its plan.json).
+    Anything else passes through for :meth:`Plan.load` to name what is wrong in one line."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        return plan_file(Path(super().convert(value, param, ctx)))
+
+
 PRODUCT_WARNINGS = (UnmodelledFieldsWarning, UnmappedOpsWarning, LaunchFloorWarning)
 """Warnings about the user's input (config fields not modelled, ops not mapped, a written link
 below the measured floor): each one is shown as one ``autoshard: warning:`` line when it
@@ -142,16 +155,24 @@ BATCH_HELP = ("Samples in one micro-batch over the whole mesh, all data-parallel
               "default: the model's own.")
 
 
+SEQ_HELP = "Tokens per sample (sequence length); default: the model's own."
+LAYERS_HELP = ("Transformer layers (zoo models and config.json; e.g. 2 for a quick look); "
+               "default: the model's own.")
+HIDDEN_HELP = "Hidden (model) width of a zoo model; default: the model's own."
+FFN_HELP = "Feed-forward (MLP) width of a zoo model; default: the model's own."
+HEADS_HELP = "Attention heads of a zoo model; default: the model's own."
+
+
 def shape_options(dtype_help: str | None = None) -> Decorator:
     """``--batch --seq --layers --hidden --ffn --heads --dtype``: zoo model overrides; the
     mixture-of-experts ones (``--experts --top-k --capacity-factor --expert-imbalance``)."""
     return _stack(
         click.option("--batch", type=int, default=None, help=BATCH_HELP),
-        click.option("--seq", type=int, default=None),
-        click.option("--layers", type=int, default=None),
-        click.option("--hidden", type=int, default=None),
-        click.option("--ffn", type=int, default=None),
-        click.option("--heads", type=int, default=None),
+        click.option("--seq", type=int, default=None, help=SEQ_HELP),
+        click.option("--layers", type=int, default=None, help=LAYERS_HELP),
+        click.option("--hidden", type=int, default=None, help=HIDDEN_HELP),
+        click.option("--ffn", type=int, default=None, help=FFN_HELP),
+        click.option("--heads", type=int, default=None, help=HEADS_HELP),
         click.option("--dtype", default=None, help=dtype_help),
         click.option("--experts", type=int, default=None,
                      help="Routed experts of a mixture-of-experts zoo model."),

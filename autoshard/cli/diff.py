@@ -7,15 +7,15 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import check_output_file, friendly_errors
+from autoshard.cli.common import PlanFileType, check_output_file, friendly_errors
 from autoshard.explain import diff_plans
 from autoshard.explain.diff_render import diff_text, write_csv
 from autoshard.planning.record import Plan
 
 
 @click.command("diff")
-@click.argument("a_path", metavar="A.json", type=click.Path(path_type=Path))
-@click.argument("b_path", metavar="B.json", type=click.Path(path_type=Path))
+@click.argument("a_path", metavar="A.json", type=PlanFileType())
+@click.argument("b_path", metavar="B.json", type=PlanFileType())
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None,
               help="Also write every row (section, item, a, b, delta) to this CSV file.")
 @click.option("--force", is_flag=True,

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from autoshard.cli.common import (
+    PlanFileType,
     batch_options,
     friendly_errors,
     parse_links,
@@ -28,7 +29,7 @@ from autoshard.planning.record import Plan
 
 
 @click.command("explain")
-@click.argument("plan_path", metavar="PLAN.json", type=click.Path(path_type=Path))
+@click.argument("plan_path", metavar="PLAN.json", type=PlanFileType())
 @click.option("--model", required=True,
               help="The zoo model, Hugging Face config.json or graph JSON file the plan was "
                    "made for (with the same shape options).")

@@ -21,6 +21,7 @@ import click
 
 from autoshard.cli.common import (
     BATCH_OPTIONS,
+    PlanFileType,
     batch_options,
     check_output_file,
     friendly_errors,
@@ -43,7 +44,7 @@ SHAPE_OPTIONS = SHAPE_OVERRIDES
 
 
 @click.command("export")
-@click.argument("plan_path", metavar="PLAN.json", type=click.Path(path_type=Path))
+@click.argument("plan_path", metavar="PLAN.json", type=PlanFileType())
 @click.option("--format", "fmt", type=click.Choice([f.value for f in PlanFormat]),
               default="json", show_default=True,
               help="hlo (V2 iota), hlo-v1 (device list), shardy, json (all of them), or "

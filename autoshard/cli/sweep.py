@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from autoshard.cli.common import friendly_errors
+from autoshard.cli.common import FFN_HELP, HEADS_HELP, HIDDEN_HELP, LAYERS_HELP, friendly_errors
 from autoshard.errors import UsageError
 from autoshard.sweep.points import DEFAULT_LINKS, SweepSpec, parse_axes, parse_int_list
 from autoshard.sweep.runner import SWEEP_GAP, RunSettings
@@ -26,7 +26,7 @@ MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
 @click.command("sweep")
 @click.option("--model", required=True,
               help="A zoo model name (see `autoshard models`), a Hugging Face config.json "
-                   "(llama, mistral, qwen2, gpt2) or a graph JSON file.")
+                   "(llama, mistral, qwen2, gpt2, mixtral, qwen2_moe) or a graph JSON file.")
 @click.option("--devices", "devices_text", required=True,
               help="Device counts, comma-separated, e.g. 8,16,64.")
 @click.option("--axes", "axes_text", default="1-3", show_default=True,
@@ -49,13 +49,17 @@ MODEL_OVERRIDES = ("layers", "hidden", "ffn", "heads", "dtype")
 @click.option("--pp", "pp_text", default="auto", show_default=True,
               help="Pipeline sizes of a --training sweep, e.g. 2,4: meshes with a pp axis "
                    "of each size are added (auto: 2,4,8; none: no pipeline).")
-@click.option("--micro-batch", "micro_batch_text", default="1", show_default=True,
-              help="Samples per micro-batch and data-parallel replica of the pipelined "
-                   "points, e.g. 1,2.")
-@click.option("--layers", type=int, default=None)
-@click.option("--hidden", type=int, default=None)
-@click.option("--ffn", type=int, default=None)
-@click.option("--heads", type=int, default=None)
+@click.option("--micro-batch", "micro_batch_text", default=None,
+              help="Samples per micro-batch and data-parallel replica, e.g. 1,2: every point "
+                   "of a --training sweep runs its batch (the global batch) in micro-batches "
+                   "of this size per replica (gradient accumulation, as plan's "
+                   "--global-batch/--micro-batch); meshes whose replicas do not divide the "
+                   "batch so are left out. Default: 1 for the pipelined points, the whole "
+                   "batch at once for the others.")
+@click.option("--layers", type=int, default=None, help=LAYERS_HELP)
+@click.option("--hidden", type=int, default=None, help=HIDDEN_HELP)
+@click.option("--ffn", type=int, default=None, help=FFN_HELP)
+@click.option("--heads", type=int, default=None, help=HEADS_HELP)
 @click.option("--dtype", default=None)
 @click.option("--memory", default=None, help="Memory per device, e.g. 80GiB (default: HBM).")
 @click.option("--reserve", default="0", show_default=True, help="Memory kept free per device.")
@@ -117,7 +121,8 @@ def spec_from_options(options: dict[str, Any]) -> tuple[SweepSpec, RunSettings]:
         training=options["training"], optimizer=options["optimizer"],
         recompute=options["recompute"], overrides=overrides,
         pipeline=_pipeline_sizes(options["pp_text"], options["training"]),
-        micro_batch_sizes=parse_int_list(options["micro_batch_text"], "--micro-batch"))
+        micro_batch_sizes=parse_int_list(options["micro_batch_text"] or "1", "--micro-batch"),
+        accumulate=_accumulates(options["micro_batch_text"], options["training"]))
     memory = options["memory"]
     settings = RunSettings(memory_limit=float(parse_bytes(memory)) if memory else None,
                            reserve=float(parse_bytes(options["reserve"])),
@@ -126,6 +131,16 @@ def spec_from_options(options: dict[str, Any]) -> tuple[SweepSpec, RunSettings]:
 
 
 AUTO_PP = (2, 4, 8)
+
+
+def _accumulates(micro_batch_text: str | None, training: bool) -> bool:
+    """Whether --micro-batch was given, which makes every training point accumulate."""
+    if micro_batch_text is None:
+        return False
+    if not training:
+        raise UsageError("--micro-batch applies to --training sweeps only (inference runs "
+                         "the batch at once)")
+    return True
 
 
 def _pipeline_sizes(text: str, training: bool) -> tuple[int, ...]:

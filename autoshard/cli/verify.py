@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 import click
 
 from autoshard.cli.common import (
+    PlanFileType,
     batch_options,
     friendly_errors,
     parse_links,
@@ -43,7 +44,7 @@ FAILED_EXIT = 1
 
 
 @click.command("verify")
-@click.argument("plan_path", metavar="PLAN.json", type=click.Path(path_type=Path))
+@click.argument("plan_path", metavar="PLAN.json", type=PlanFileType())
 @click.option("--model", required=True,
               help="The zoo model, Hugging Face config.json or graph JSON file the plan "
                    "was made for.")

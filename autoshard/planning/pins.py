@@ -42,7 +42,7 @@ from typing import Any
 
 from autoshard.errors import AutoshardError, PinError
 from autoshard.planning.decode import partition_spec_or_none
-from autoshard.planning.record import Plan
+from autoshard.planning.record import Plan, plan_file
 from autoshard.sharding.mesh import Mesh
 from autoshard.sharding.placements import Shard, StridedShard, parse_placement
 from autoshard.sharding.tensor_sharding import TensorSharding
@@ -173,8 +173,9 @@ class TensorPin:
 
 # ---- reading ------------------------------------------------------------------------------
 def load_pins(path: str | Path) -> Pins:
-    """A TOML pin file, or a plan.json (every tensor pinned to its recorded layout)."""
-    path = Path(path)
+    """A TOML pin file, or a plan.json or the directory ``plan --out`` wrote it to (every
+    tensor pinned to its recorded layout)."""
+    path = plan_file(Path(path))
     if not path.is_file():
         raise PinError(f"pin file {path}: no such file; give a TOML pin file or a plan.json")
     if path.suffix == ".json":

@@ -7,7 +7,9 @@ renders as pandas DataFrames / CSV. The costs add up by construction: each per-o
 per-collective row times its ``count`` (runs per step), summed, less ``objective.hidden_s``
 (communication that ran beside compute) and ``objective.concurrent_s`` (beside another mesh
 axis's), equals ``objective.total_s`` (a pipelined plan's records are one stage model's; its
-objective is the stage that finishes last, plus ``objective.bubble_s``).
+objective is the stage that finishes last, plus ``objective.bubble_s``, and its CSVs,
+:meth:`Plan.step_costs` and :meth:`Plan.step_collectives`, copy the records onto the stages
+that run them, so that stage's rows add up the same way).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from autoshard.errors import PlacementError, PlanFileError
+from autoshard.planning.pipeline.stage_rows import StageOp, StageReshard, StageRows, stage_rows
 from autoshard.sharding.frameworks import dtensor_placements, jax_partition_spec
 from autoshard.sharding.mesh import Mesh
 from autoshard.sharding.placements import parse_placement
@@ -203,27 +206,37 @@ class Plan:
 
     # ---- reports -------------------------------------------------------------------------
     def costs(self) -> pd.DataFrame:
-        """One row per op: strategy, local shapes, FLOPs, compute and intra-op comm seconds."""
-        rows = [{
-            "op": name, "kind": rec.kind, "strategy": rec.strategy,
-            "local_inputs": " ".join("x".join(map(str, s)) or "scalar" for s in rec.local_inputs),
-            "local_outputs": " ".join("x".join(map(str, s)) or "scalar"
-                                      for s in rec.local_outputs),
-            "flops": rec.flops, "compute_s": rec.compute_s, "comm_s": rec.comm_s,
-            "count": rec.count, "memory_bytes": rec.memory_bytes,
-        } for name, rec in self.ops.items()]
-        return pd.DataFrame(rows, columns=_COST_COLUMNS)
+        """One row per op: strategy, local shapes, FLOPs, compute and intra-op comm seconds
+        (a pipelined plan's: the stage model's ops; :meth:`step_costs` has every stage's)."""
+        return pd.DataFrame([_cost_row(name, rec) for name, rec in self.ops.items()],
+                            columns=_COST_COLUMNS)
 
     def collectives(self) -> pd.DataFrame:
-        """One row per collective of every explicit reshard, in plan order."""
-        rows = [{
-            "tensor": r.tensor, "producer": r.producer, "consumer": r.consumer,
-            "src": " ".join(r.src), "dst": " ".join(r.dst), "collective": c.kind,
-            "mesh_axes": ",".join(c.axes), "group_size": c.group_size, "bytes": c.bytes,
-            "seconds": c.seconds, "count": r.count, "overlap": r.overlap,
-            "shared_with": " ".join(r.shared_with),
-        } for r in self.reshards for c in r.collectives]
+        """One row per collective of every explicit reshard, in plan order (a pipelined
+        plan's: the stage model's; :meth:`step_collectives` has every stage's)."""
+        rows = [row for r in self.reshards for row in _collective_rows(r)]
         return pd.DataFrame(rows, columns=_RESHARD_COLUMNS)
+
+    def step_costs(self) -> pd.DataFrame:
+        """``costs.csv``: :meth:`costs`, or for a pipelined plan one row per op of the whole
+        model as a stage runs it (:mod:`autoshard.planning.pipeline.stage_rows`), led by its
+        ``stage`` and ``phase`` and ending with the stage-model op it copies."""
+        rows = self._stage_rows()
+        if rows is None:
+            return self.costs()
+        return _stage_costs(rows.ops)
+
+    def step_collectives(self) -> pd.DataFrame:
+        """``reshards.csv``: :meth:`collectives`, or for a pipelined plan one row per
+        collective of the whole model's reshards as a stage runs them, led by ``stage`` and
+        ``phase`` and ending with the stage-model tensor and consumer they copy."""
+        rows = self._stage_rows()
+        if rows is None:
+            return self.collectives()
+        return _stage_collectives(rows.reshards)
+
+    def _stage_rows(self) -> StageRows | None:
+        return stage_rows(self.ops, self.reshards, self.pipeline) if self.pipeline else None
 
     # ---- serialization -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -259,8 +272,8 @@ class Plan:
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = [out_dir / "plan.json", out_dir / "costs.csv", out_dir / "reshards.csv"]
         paths[0].write_text(self.to_json())
-        self.costs().to_csv(paths[1], index=False, float_format="%.9g")
-        self.collectives().to_csv(paths[2], index=False, float_format="%.9g")
+        self.step_costs().to_csv(paths[1], index=False, float_format="%.9g")
+        self.step_collectives().to_csv(paths[2], index=False, float_format="%.9g")
         return paths
 
     @classmethod
@@ -283,7 +296,11 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
-        path = Path(path)
+        """The plan in ``path``: a plan.json, or the directory ``plan --out`` wrote it to."""
+        path = plan_file(Path(path))
+        if path.is_dir():
+            raise PlanFileError(str(path), f'a directory without {PLAN_FILE_NAME}; pass the '
+                                           f"{PLAN_FILE_NAME} that autoshard plan --out wrote")
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
@@ -293,10 +310,51 @@ class Plan:
         return cls.from_dict(data, str(path))
 
 
+PLAN_FILE_NAME = "plan.json"
+
+
+def plan_file(path: Path) -> Path:
+    """``path``, or the plan.json in it when ``path`` is a directory that holds one (what
+    ``plan --out DIR`` wrote): every command that reads a plan takes either."""
+    inside = path / PLAN_FILE_NAME
+    return inside if path.is_dir() and inside.is_file() else path
+
+
 _COST_COLUMNS = ["op", "kind", "strategy", "local_inputs", "local_outputs", "flops",
                  "compute_s", "comm_s", "count", "memory_bytes"]
 _RESHARD_COLUMNS = ["tensor", "producer", "consumer", "src", "dst", "collective", "mesh_axes",
                     "group_size", "bytes", "seconds", "count", "overlap", "shared_with"]
+
+
+def _cost_row(name: str, rec: OpRecord) -> dict[str, Any]:
+    """One costs.csv row."""
+    return {
+        "op": name, "kind": rec.kind, "strategy": rec.strategy,
+        "local_inputs": " ".join("x".join(map(str, s)) or "scalar" for s in rec.local_inputs),
+        "local_outputs": " ".join("x".join(map(str, s)) or "scalar" for s in rec.local_outputs),
+        "flops": rec.flops, "compute_s": rec.compute_s, "comm_s": rec.comm_s,
+        "count": rec.count, "memory_bytes": rec.memory_bytes,
+    }
+
+
+def _stage_costs(rows: tuple[StageOp, ...]) -> pd.DataFrame:
+    """A pipelined plan's costs.csv: the plain columns led by the stage and phase, ending
+    with the stage-model op each row copies."""
+    return pd.DataFrame(
+        [{"stage": row.stage, "phase": row.phase, **_cost_row(row.name, row.record),
+          "stage_model_op": row.model_name} for row in rows],
+        columns=["stage", "phase", *_COST_COLUMNS, "stage_model_op"])
+
+
+def _stage_collectives(rows: tuple[StageReshard, ...]) -> pd.DataFrame:
+    """A pipelined plan's reshards.csv: the plain columns led by the stage and phase, ending
+    with the stage-model tensor and consumer each row copies."""
+    return pd.DataFrame(
+        [{"stage": row.stage, "phase": row.phase, **values,
+          "stage_model_tensor": row.model_tensor, "stage_model_consumer": row.model_consumer}
+         for row in rows for values in _collective_rows(row.record)],
+        columns=["stage", "phase", *_RESHARD_COLUMNS, "stage_model_tensor",
+                 "stage_model_consumer"])
 
 
 def _tensor_dict(t: TensorRecord) -> dict[str, Any]:
@@ -315,6 +373,17 @@ def _tupled(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_tupled(v) for v in value)
     return value
+
+
+def _collective_rows(r: ReshardRecord) -> list[dict[str, Any]]:
+    """One reshards.csv row per collective of ``r``."""
+    return [{
+        "tensor": r.tensor, "producer": r.producer, "consumer": r.consumer,
+        "src": " ".join(r.src), "dst": " ".join(r.dst), "collective": c.kind,
+        "mesh_axes": ",".join(c.axes), "group_size": c.group_size, "bytes": c.bytes,
+        "seconds": c.seconds, "count": r.count, "overlap": r.overlap,
+        "shared_with": " ".join(r.shared_with),
+    } for c in r.collectives]
 
 
 def _collective_dict(c: CollectiveRecord) -> dict[str, Any]:

@@ -80,6 +80,11 @@ def _bar_labels(rows: pd.DataFrame) -> list[str]:
                                     rows["feasible"], strict=True)]
 
 
+def _pipelined(rows: pd.DataFrame) -> pd.Series:
+    """Rows whose mesh has a pp axis (any point may have a micro-batch size)."""
+    return rows["mesh"].astype(str).str.contains(r"(?:^|,)pp=", regex=True)
+
+
 def _figure(count: int, width: float, height: float) -> tuple[Any, list[Any]]:
     import matplotlib
 
@@ -121,7 +126,7 @@ def plot_step_time(table: pd.DataFrame, path: Path, caption: str) -> Path:
         ax.bar(positions, compute, color="#4c72b0", label="compute")
         ax.bar(positions, comm, bottom=compute, color="#dd8452", label="exposed communication")
         bubble = (rows["total_s"].fillna(0.0) * 1e3 - compute - comm).clip(lower=0.0)
-        if rows["micro_batch"].notna().any():  # pipelined: the schedule's idle time
+        if _pipelined(rows).any():  # the schedule's idle time
             ax.bar(positions, bubble, bottom=compute + comm, color="#8172b3",
                    label="pipeline bubble and transfers")
         ax.set_xticks(list(positions), _bar_labels(rows), rotation=60, ha="right", fontsize=7)
@@ -238,7 +243,7 @@ def plot_frontier(table: pd.DataFrame, path: Path, caption: str) -> Path:
     fig, axes = _figure(len(groups), 8.0, 4.0)
     for ax, (label, rows) in zip(axes, groups, strict=True):
         feasible = rows[rows["feasible"]]
-        piped = feasible["micro_batch"].notna()
+        piped = _pipelined(feasible)
         for mask, marker, name in ((~piped, "o", "without pp"), (piped, "^", "with pp")):
             part = feasible[mask]
             if not part.empty:

@@ -19,7 +19,13 @@ of each size: the other devices split into the data axis (outermost, the first a
 and the tensor axis (innermost, the last name), each 1 (left out) or more, at most
 ``max_axes`` axes in all, e.g. for 8 devices and pp=2: ``pp=2,tp=4``, ``dp=4,pp=2``,
 ``dp=2,pp=2,tp=2``. Each such mesh is one point per micro-batch size (``--micro-batch``,
-per data-parallel replica); a size the batch does not divide into is left out.
+per data-parallel replica; 1 unless given); a size the batch does not divide into is left out.
+
+When a training sweep gives ``--micro-batch``, the meshes without ``pp`` run the batch in
+micro-batches too (gradient accumulation, as ``plan --global-batch --micro-batch`` does,
+:mod:`autoshard.planning.batch`): the batch is the global batch of every point, so a pipelined
+mesh and a data-parallel one are compared at the same samples per step and per micro-batch.
+Without it they run the whole batch at once (one micro-batch), as they always have.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from autoshard.errors import UsageError
+from autoshard.planning.batch import batch_plan
 from autoshard.sharding.mesh import Mesh
 
 MAX_AXES = 3
@@ -119,7 +126,9 @@ class Point:
     mesh: tuple[tuple[str, int], ...]
     topology: str
     links: str = DEFAULT_LINKS
-    micro_batch: int | None = None  # pipelined points: samples per micro-batch and replica
+    # samples per micro-batch and data-parallel replica: every pipelined point; the others
+    # when the sweep accumulates (SweepSpec.accumulate), else None (the batch at once)
+    micro_batch: int | None = None
 
     @property
     def devices(self) -> int:
@@ -173,8 +182,23 @@ class Point:
         return self.shape.seq if self.shape.seq is not None else self.shape.default_seq
 
     def micro_batches(self) -> tuple[int, int]:
-        """``(graph batch, micro-batches per step)`` of a pipelined point: the graph holds
-        one micro-batch of every data-parallel replica (the axes outside ``pp``)."""
+        """``(graph batch, micro-batches per step)`` of a point with a ``micro_batch``: the
+        graph holds one micro-batch of every data-parallel replica (pipelined: the axes
+        outside ``pp``; otherwise the axes named dp, fsdp, … as for ``plan --micro-batch``).
+
+        Example:
+            >>> shape = Shape(model="gpt2", batch=32, seq=None, training=True)
+            >>> Point(shape=shape, mesh=(("dp", 4), ("tp", 2)), topology="dgx-h100",
+            ...       micro_batch=2).micro_batches()
+            (8, 4)
+        """
+        if not self.pipelined:
+            batch = self.shape.batch or self.shape.default_batch
+            assert batch is not None and self.micro_batch is not None, self.point_id
+            steps = batch_plan(Mesh(axes=self.mesh), global_batch=batch,
+                               micro_batch=self.micro_batch)
+            assert steps.graph_batch is not None
+            return steps.graph_batch, steps.micro_batches
         names = [name for name, _ in self.mesh]
         replicas = 1
         for _, size in self.mesh[: names.index(PP_AXIS)]:
@@ -234,6 +258,8 @@ class SweepSpec:
     overrides: tuple[tuple[str, Any], ...] = ()
     pipeline: tuple[int, ...] = ()  # pp sizes (training sweeps)
     micro_batch_sizes: tuple[int, ...] = (1,)
+    # --micro-batch given: the meshes without pp accumulate over micro-batches too
+    accumulate: bool = False
     default_batch: int | None = None  # a Hugging Face config's defaults (see Shape)
     default_seq: int | None = None
 
@@ -271,11 +297,17 @@ def enumerate_points(spec: SweepSpec) -> tuple[Point, ...]:
 
 def _meshes(spec: SweepSpec, shape: Shape, topology: str, links: str) -> list[Point]:
     points = []
+    accumulate = spec.accumulate and shape.training and (
+        shape.batch is not None or shape.default_batch is not None)
     for devices in spec.devices:
-        points += [Point(shape=shape, topology=topology, links=links,
-                         mesh=tuple(zip(axis_names_for(len(sizes), spec.axis_names), sizes,
-                                        strict=True)))
-                   for sizes in factorizations(devices, spec.min_axes, spec.max_axes)]
+        for sizes in factorizations(devices, spec.min_axes, spec.max_axes):
+            mesh = tuple(zip(axis_names_for(len(sizes), spec.axis_names), sizes, strict=True))
+            if not accumulate:
+                points.append(Point(shape=shape, topology=topology, links=links, mesh=mesh))
+                continue
+            points += [Point(shape=shape, topology=topology, links=links, mesh=mesh,
+                             micro_batch=size) for size in spec.micro_batch_sizes
+                       if _divides(shape.batch or shape.default_batch, mesh, size)]
         if shape.training:
             points += [Point(shape=shape, topology=topology, links=links, mesh=mesh,
                              micro_batch=size)
@@ -315,7 +347,10 @@ def _divides(batch: int | None, mesh: tuple[tuple[str, int], ...], size: int) ->
         return True
     point = Point(shape=Shape(model="", batch=batch, seq=None, training=True), mesh=mesh,
                   topology="", micro_batch=size)
-    graph_batch, count = point.micro_batches()
+    try:
+        graph_batch, count = point.micro_batches()
+    except UsageError:  # batch_plan: the replicas' micro-batches do not divide the batch
+        return False
     return count >= 1 and graph_batch * count == batch
 
 

@@ -93,13 +93,16 @@ def run_point(point: Point, settings: RunSettings) -> PointResult:
         if point.pipelined:
             result = run_pipelined(point, settings)
         else:
-            graph = build_graph(point.shape)
-            result = plan(graph, Mesh(axes=point.mesh), topology=point.topology,
+            shape, count = point.shape, 1
+            if point.micro_batch is not None:  # gradient accumulation (SweepSpec.accumulate)
+                graph_batch, count = point.micro_batches()
+                shape = replace(shape, batch=graph_batch)
+            result = plan(build_graph(shape), Mesh(axes=point.mesh), topology=point.topology,
                           links=point.link_overrides(), memory_limit=settings.memory_limit,
-                          time_limit=settings.time_limit, training=point.shape.training,
-                          optimizer=point.shape.optimizer, recompute=point.shape.recompute,
+                          time_limit=settings.time_limit, training=shape.training,
+                          optimizer=shape.optimizer, recompute=shape.recompute,
                           reserve=settings.reserve, backend=settings.backend,
-                          model_name=point.shape.model, gap=settings.gap)
+                          model_name=shape.model, gap=settings.gap, micro_batches=count)
     except RECORDED_ERRORS as exc:
         row = error_row(point, exc)
         row["wall_s"] = time.perf_counter() - start
@@ -152,7 +155,9 @@ def plan_row(point: Point, result: Plan) -> dict[str, Any]:
             "top_collective": kind, "top_collective_axes": axes,
             "top_collective_s": seconds, "solve_s": objective.solve_s,
             "plan": f"points/{point.point_id}/plan.json", "error_kind": None, "error": None,
-            **pipeline_cells(result)}
+            **pipeline_cells(result),
+            **({"micro_batches": objective.micro_batches}
+               if point.micro_batch is not None and not point.pipelined else {})}
 
 
 def tokens_per_s(batch: int | None, seq: int | None, total_s: float) -> float | None:

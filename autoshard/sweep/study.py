@@ -350,7 +350,7 @@ def canonical_command(spec: SweepSpec, settings: RunSettings, out_dir: Path,
     if spec.training:
         args += ["--optimizer", spec.optimizer, "--recompute", spec.recompute,
                  "--pp", ",".join(map(str, spec.pipeline)) or "none"]
-        if spec.pipeline:
+        if spec.accumulate:
             args += ["--micro-batch", ",".join(map(str, spec.micro_batch_sizes))]
     for name, value in spec.overrides:
         args += [f"--{name}", str(value)]

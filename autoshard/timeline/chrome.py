@@ -36,7 +36,7 @@ from typing import Any
 
 from autoshard.planning.record import Plan
 from autoshard.timeline.pipeline import pipeline_timeline
-from autoshard.timeline.schedule import step_timeline
+from autoshard.timeline.schedule import DRAWN_MICRO_BATCHES, step_timeline
 from autoshard.timeline.slices import Slice, Timeline, Track
 
 NS_PER_S = 1_000_000_000
@@ -88,10 +88,13 @@ def trace_json(timeline: Timeline) -> str:
     return f'{{"traceEvents":[\n{events}\n],\n"otherData":{other}}}\n'
 
 
-def write_trace(plan: Plan, path: str | Path) -> Timeline:
+def write_trace(plan: Plan, path: str | Path,
+                drawn: int | None = DRAWN_MICRO_BATCHES) -> Timeline:
     """Lay out ``plan``'s step and write it to ``path`` (making its directory) as a Chrome
-    trace; return the timeline."""
-    timeline = pipeline_timeline(plan) if plan.pipeline else step_timeline(plan)
+    trace; return the timeline. ``drawn``: alike micro-batches drawn slice by slice before
+    the rest repeat as one block (None: all; :func:`~autoshard.timeline.schedule.
+    step_timeline`)."""
+    timeline = pipeline_timeline(plan) if plan.pipeline else step_timeline(plan, drawn)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(trace_json(timeline))

@@ -50,6 +50,10 @@ class Layout:
     def axis(self, name: str) -> Track:
         return Track(self.process, name)
 
+    def on(self, track: Track) -> list[Slice]:
+        """The slices laid out on ``track`` so far, in layout order."""
+        return [s for s in self.slices if s.track == track]
+
     def add(self, track: Track, name: str, start_s: float, seconds: float,
             category: Category, args: Mapping[str, Any]) -> float:
         """Append one slice; return when it ends."""

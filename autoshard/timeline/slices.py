@@ -26,6 +26,8 @@ class Category(enum.Enum):
     EXPOSED = "comm.exposed"       # a collective the compute waits for
     OVERLAPPED = "comm.overlapped"  # a collective that runs beside compute
     INTRA_OP = "comm.intra_op"     # a collective inside an op (e.g. vocab-parallel loss)
+    REPEAT = "repeat"              # micro-batches that repeat micro-batch 0, as one block
+    P2P = "comm.p2p"               # a pipeline's point-to-point transfer between stages
 
     def __repr__(self) -> str:
         return f"Category.{self.name}"

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from autoshard.planning.layers import layer_of
+from autoshard.planning.pipeline.stage_rows import INTO, OUT_OF, PART_NAMES, POST, PRE
 from autoshard.planning.record import Plan
 from autoshard.planning.step_parts import beside_seconds
 from autoshard.planning.step_problem import exposed_seconds
@@ -95,6 +96,52 @@ class LayerCosts:
     boundary_bytes: float
     into: PartCost = PartCost()  # a layer boundary's reshards at its later layer
     out_of: PartCost = PartCost()  # ... and at its earlier layer (the gradient back)
+    # the same per stage-model boundary (``[e - 1]``: between layers ``e - 1`` and ``e``)
+    into_at: tuple[PartCost, ...] = ()
+    out_of_at: tuple[PartCost, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """Where a record's seconds go: ``part`` (a layer index, or :data:`PRE`, :data:`POST`,
+    :data:`INTO`, :data:`OUT_OF`) and ``phase`` (``forward``, ``backward``, ``weight``: per
+    micro-batch; ``tail``: once per step, after the last micro-batch)."""
+
+    part: int
+    phase: str
+
+    def __str__(self) -> str:
+        return f"{self.phase}:{PART_NAMES.get(self.part, self.part)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Charges:
+    """One :class:`Charge` per op of a plan (``ops``, by name) and per reshard record
+    (``reshards``, in the plan's order; None for a record no op of the graph runs)."""
+
+    ops: dict[str, Charge]
+    reshards: tuple[Charge | None, ...]
+
+
+def charges(graph: OpGraph, plan: Plan) -> Charges:
+    """Which part and phase each of ``plan``'s records is charged to (see the module
+    docstring): what :func:`layer_costs` sums, and what a pipelined plan's reports
+    (:mod:`.stage_rows`) copy onto the stages."""
+    ops = graph.topo_ops()
+    part_of = _parts(ops)
+    phase = {op.name: _phase(graph, op) for op in ops}
+    readers = _layer_readers(graph, ops, part_of)
+    found: list[Charge | None] = []
+    for reshard in plan.reshards:
+        consumer = reshard.consumer if reshard.consumer in part_of else reshard.producer
+        if consumer not in part_of:
+            found.append(None)
+            continue
+        where = phase[consumer] if reshard.count > 1 or phase[consumer] == "tail" else "tail"
+        found.append(Charge(_charged_to(reshard.producer, consumer, reshard.tensor, part_of,
+                                        readers), where))
+    return Charges(ops={op.name: Charge(part_of[op.name], phase[op.name]) for op in ops},
+                   reshards=tuple(found))
 
 
 def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
@@ -102,23 +149,27 @@ def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
     ops = graph.topo_ops()
     part_of = _parts(ops)
     sums: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    phase = {op.name: _phase(graph, op) for op in ops}
     m = max(plan.objective.micro_batches, 1)
+    charged = charges(graph, plan)
     for op in ops:
-        record, where = plan.ops[op.name], phase[op.name]
+        record, where = plan.ops[op.name], charged.ops[op.name].phase
         scale = record.count / m if where != "tail" else record.count
         sums[part_of[op.name]][where] += scale * (record.compute_s + record.comm_s)
         _made_of(sums[part_of[op.name]], where, scale, record.compute_s, record.comm_s, 0.0)
-    readers = _layer_readers(graph, ops, part_of)
-    for reshard in plan.reshards:
-        consumer = reshard.consumer if reshard.consumer in part_of else reshard.producer
-        if consumer not in part_of:
+    phase = {name: charge.phase for name, charge in charged.ops.items()}
+    at: dict[tuple[int, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for reshard, charge in zip(plan.reshards, charged.reshards, strict=True):
+        if charge is None:
             continue
-        where = phase[consumer] if reshard.count > 1 or phase[consumer] == "tail" else "tail"
+        part, where = charge.part, charge.phase
         scale = reshard.count / m if where != "tail" else reshard.count
-        part = _charged_to(reshard.producer, consumer, reshard.tensor, part_of, readers)
-        sums[part][where] += scale * exposed_seconds(reshard, plan.ops)
-        _made_of(sums[part], where, scale, 0.0, reshard.seconds, beside_seconds(reshard))
+        targets = [sums[part]]
+        if part in (INTO, OUT_OF):  # also per boundary, named by its later layer
+            edge = max(part_of.get(reshard.producer, -1), part_of.get(reshard.consumer, -1))
+            targets.append(at[(part, edge)])
+        for target in targets:
+            target[where] += scale * exposed_seconds(reshard, plan.ops)
+            _made_of(target, where, scale, 0.0, reshard.seconds, beside_seconds(reshard))
     for part, static, saved in _bytes(graph, ops, plan, part_of, phase):
         sums[part]["static"] += static
         sums[part]["saved"] += saved
@@ -130,7 +181,9 @@ def layer_costs(graph: OpGraph, plan: Plan) -> LayerCosts:
                       post=_cost(sums[POST]), boundary_bytes=_boundary(graph, ops, plan,
                                                                         part_of),
                       into=_cost(sums[INTO]).scaled(1.0 / edges),
-                      out_of=_cost(sums[OUT_OF]).scaled(1.0 / edges))
+                      out_of=_cost(sums[OUT_OF]).scaled(1.0 / edges),
+                      into_at=tuple(_cost(at[(INTO, e)]) for e in range(1, len(layers))),
+                      out_of_at=tuple(_cost(at[(OUT_OF, e)]) for e in range(1, len(layers))))
 
 
 def _made_of(sums: dict[str, float], where: str, scale: float, compute_s: float,
@@ -143,8 +196,6 @@ def _made_of(sums: dict[str, float], where: str, scale: float, compute_s: float,
     sums[prefix + "concurrent"] += scale * concurrent_s
 
 
-PRE, POST = -1, -2
-INTO, OUT_OF = -3, -4  # reshards at the later / the earlier layer of a layer boundary
 
 
 def _charged_to(producer: str, consumer: str, tensor: str, part_of: dict[str, int],

@@ -18,7 +18,10 @@ solve per stage under an inter-operator partition):
    given, a timed-out one counting as undecided, never as "does not fit").
 2. Its records summed per layer (:mod:`.layer_costs`): forward, backward (B and W), the
    per-step tail (gradient sync of the layer's parameters over the data-parallel axes, after
-   the last micro-batch, and its optimizer step), bytes.
+   the last micro-batch, and its optimizer step), bytes. The model's first layer is priced
+   as the stage model's first, its last as its last, every other as its second (the ends
+   of the stack may pick other strategies: :func:`.stage_rows.counterpart`), bytes as their
+   mean; the per-stage reports copy the same records (:mod:`.stage_rows`).
 3. The boundary activation's point-to-point transfer priced on the ``pp`` axis's link
    (``costmodel`` collective-permute, calibrated curves on GPU presets).
 4. Schedule and boundaries (:mod:`.search`) by simulated step time under per-stage memory.
@@ -39,7 +42,13 @@ from typing import Any
 
 from autoshard.errors import MemoryTooSmallError, PipelineError
 from autoshard.planning.layers import layer_of
-from autoshard.planning.pipeline.layer_costs import LayerCosts, PartCost, layer_costs
+from autoshard.planning.pipeline.layer_costs import (
+    Charges,
+    LayerCosts,
+    PartCost,
+    charges,
+    layer_costs,
+)
 from autoshard.planning.pipeline.record import pipeline_objective, pipeline_record
 from autoshard.planning.pipeline.schedules import parse_schedule
 from autoshard.planning.pipeline.search import Choice, Setting, choose, fitting_stages
@@ -51,6 +60,7 @@ from autoshard.planning.pipeline.stage_memory import (
     held_terms,
     stage_shapes,
 )
+from autoshard.planning.pipeline.stage_rows import boundary_counterpart, counterpart
 from autoshard.planning.planner import fingerprint, plan, training_step_graph
 from autoshard.planning.record import Plan
 from autoshard.planning.throughput import throughput
@@ -168,7 +178,8 @@ def plan_pipeline(forward: OpGraph, mesh: Mesh, *,
     intra, (stage_costs, setting, choice) = fit_memory(
         solve, price, limit, reserve, binding, lambda first: lean.shape or binding(first))
     return _pipelined_plan(forward, mesh, topo, full_links, intra, choice, setting,
-                           reserve=reserve, stage_costs=stage_costs)
+                           reserve=reserve, stage_costs=stage_costs,
+                           charged=charges(train, intra))
 
 
 def fit_memory(solve: Callable[[float, Any], Plan], price: Callable[[Plan], Any],
@@ -312,29 +323,46 @@ def stage_links(full: MeshLinks, topology: Topology,
 
 
 def _model_costs(stage: LayerCosts, layers: int) -> LayerCosts:
-    """The stage model's layers averaged into one layer, repeated for the whole model's,
-    each with the reshards of the layer boundaries it has (the one before it unless it is
-    the first, the one after it unless the last): within a stage and between two stages
-    alike."""
+    """Each layer of the whole model priced as one stage-model layer (the first as its first,
+    the last as its last, every other as its second: :func:`.stage_rows.counterpart`), with
+    the reshards of the layer boundaries it has (the one before it unless it is the first,
+    the one after it unless the last; :func:`.stage_rows.boundary_counterpart`): within a
+    stage and between two stages alike. So a stage's reports, which copy those very
+    records, add up to what it is priced at. Its bytes are the stage-model layers' mean, as
+    the stage memory model (:mod:`.stage_memory`) counts them."""
     if not stage.layers:
         raise PipelineError("the model shows no repeated layers (names like layers.3.…) to "
                             "split into pipeline stages")
+    k = len(stage.layers)
     total = stage.layers[0]
     for part in stage.layers[1:]:
         total = total + part
-    mean = total.scaled(1.0 / len(stage.layers))
+    mean = total.scaled(1.0 / k)
     none = PartCost()
-    return dataclasses.replace(stage, layers=tuple(
-        mean + (stage.into if k > 0 else none) + (stage.out_of if k < layers - 1 else none)
-        for k in range(layers)))
+
+    def priced(i: int) -> PartCost:
+        into = stage.into_at[boundary_counterpart(i, layers, k) - 1] \
+            if i > 0 and stage.into_at else none
+        out_of = stage.out_of_at[boundary_counterpart(i + 1, layers, k) - 1] \
+            if i < layers - 1 and stage.out_of_at else none
+        seconds = stage.layers[counterpart(i, layers, k)] + into + out_of
+        return dataclasses.replace(seconds, static_bytes=mean.static_bytes,
+                                   activation_bytes=mean.activation_bytes,
+                                   weight_bytes=mean.weight_bytes)
+
+    return dataclasses.replace(stage, layers=tuple(priced(i) for i in range(layers)))
 
 
 def _pipelined_plan(forward: OpGraph, mesh: Mesh, topo: Topology, links: MeshLinks,
                     intra: Plan, choice: Choice, setting: Setting, *, reserve: float,
-                    stage_costs: LayerCosts) -> Plan:
+                    stage_costs: LayerCosts, charged: Charges) -> Plan:
     step_s = choice.timeline.step_s
     stage_layers = len(stage_costs.layers)
     record = pipeline_record(mesh, choice, setting, intra, stage_layers, stage_costs)
+    # where each record's seconds went: what the per-stage reports and trace copy
+    record["charges"] = {"ops": [str(charged.ops[name]) for name in intra.ops],
+                         "reshards": [None if c is None else str(c)
+                                      for c in charged.reshards]}
     record["pp_link"] = next(row for row in links.describe() if row.get("axis") == PP_AXIS)
     params = [t for t in forward.tensors.values() if t.role is TensorRole.PARAM]
     dtype = params[0].dtype.value if params else "f32"

@@ -7,15 +7,17 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.planning.pipeline.layer_costs import LayerCosts
+from autoshard.planning.pipeline.layer_costs import LayerCosts, PartCost
 from autoshard.planning.pipeline.search import Choice, Setting
 from autoshard.planning.pipeline.simulate import peak_deferred
+from autoshard.planning.pipeline.stage_rows import boundary_counterpart
 from autoshard.planning.record import Objective, Plan
 from autoshard.sharding.mesh import Mesh
 
 NOTES = (
     "pipelined: the tensors, ops and reshards are the intra-stage plan's, for a stage model "
-    "with as many layers as the largest stage; every stage uses these layouts",
+    "with as many layers as the largest stage; every stage uses these layouts; costs.csv and "
+    "reshards.csv copy them onto the stages that run them (pipeline.charges)",
     "pipelined: objective.total_s is the simulated step (schedule timeline with bubbles, "
     "point-to-point transfers on the pp link and per-stage gradient sync and optimizer "
     "tails); compute_s, comm_s, hidden_s and concurrent_s are those of the stage that "
@@ -23,8 +25,10 @@ NOTES = (
     "waits), so total_s = compute_s + comm_s - hidden_s - concurrent_s + bubble_s; "
     "lower_bound_s is the busiest stage's work (no bubble)",
     "pipelined: a stage boundary pays the reshards of a layer boundary of the stage model "
-    "(boundary_reshard, per micro-batch: the activation and its saved copy re-laid out on the "
-    "receiving stage, the gradient on the sending one) besides the point-to-point transfer",
+    "(boundary_reshard: the first stage boundary's, per micro-batch: the activation and its "
+    "saved copy re-laid out on the receiving stage, the gradient on the sending one) besides "
+    "the point-to-point transfer; each layer is priced as one stage-model layer (the first "
+    "as its first, the last as its last, the others as its second)",
 )
 
 
@@ -39,13 +43,26 @@ def pipeline_record(mesh: Mesh, choice: Choice, setting: Setting, intra: Plan,
     p, v = setting.stages, choice.chunks_per_stage
     timeline = choice.timeline
     starts, counts = choice.cut.starts, choice.cut.layers
-    into, out_of = costs.into.compute_s, costs.out_of.compute_s
+    layers = sum(counts)
+    # the boundary between the first two stages, as the step prices it (the summary's)
+    first = boundary_counterpart(starts[1], layers, stage_layers) - 1 \
+        if len(counts) > 1 and costs.into_at else None
+    into_part = PartCost() if first is None else costs.into_at[first]
+    out_part = PartCost() if first is None else costs.out_of_at[first]
+
+    def at(edges: tuple[PartCost, ...], layer: int) -> float:
+        """A model boundary's reshards (into ``layer``), as the step prices them."""
+        if not edges:
+            return 0.0
+        return edges[boundary_counterpart(layer, layers, stage_layers) - 1].compute_s
+
     stages = []
     for s in range(p):
         chunks = [k for k in range(len(counts)) if k % p == s]
         part = choice.stage_parts[s]
         # the reshards of the stage boundaries this stage's chunks have, per micro-batch
-        boundary = sum((into if k > 0 else 0.0) + (out_of if k < len(counts) - 1 else 0.0)
+        boundary = sum((at(costs.into_at, starts[k]) if k > 0 else 0.0)
+                       + (at(costs.out_of_at, starts[k + 1]) if k < len(counts) - 1 else 0.0)
                        for k in chunks)
         stages.append({
             "stage": s,
@@ -66,10 +83,12 @@ def pipeline_record(mesh: Mesh, choice: Choice, setting: Setting, intra: Plan,
             "micro_batches": setting.micro_batches, "stages": p, "chunks_per_stage": v,
             "layers_per_chunk": list(counts), "step_s": timeline.step_s,
             "bubble_fraction": timeline.bubble_fraction, "p2p_send_s": setting.send_s,
-            "boundary_reshard": {"forward_s": costs.into.forward_s,
-                                 "backward_s": costs.into.backward_s + costs.into.weight_s
-                                 + costs.out_of.compute_s,
-                                 "receiver_s": into, "sender_s": out_of},
+            "p2p_bytes": costs.boundary_bytes,
+            "boundary_reshard": {"forward_s": into_part.forward_s,
+                                 "backward_s": into_part.backward_s + into_part.weight_s
+                                 + out_part.compute_s,
+                                 "receiver_s": into_part.compute_s,
+                                 "sender_s": out_part.compute_s},
             "chunk_costs": [[c.forward_s, c.backward_s, c.weight_s]
                             for c in choice.cut.chunks],
             "critical_stage": critical_stage(choice),

@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from autoshard.cli import main
-from costmodel import load_topology
+from autoshard.cli.calibrate import _require_base_for_kept_levels
+from costmodel import get_preset, load_topology, read_nccl_tests
 
 DATA = resources.files("costmodel") / "data" / "nccl_tests"
 OCI = str(DATA / "oci-bm-gpu4.8-2node-16xA100-40GB-roce-allreduce.txt")
@@ -73,13 +74,42 @@ def test_outputs_are_never_overwritten_without_force(tmp_path: Path) -> None:
     ([str(DATA / "README.md")], "README.md, line 3: not a line of nccl-tests output"),
     ([OCI, "--base", "dgx-h10"], "dgx-h100"),
     ([OCI, "--base", "generic"], "single level"),
-], ids=["no-counts", "wrong-counts", "not-a-table", "unknown-base", "level-mismatch"])
+    ([P4DE, "--nodes", "2", "--gpus-per-node", "8"],
+     "multi-node tables only, which cannot tell the node level (NVLink) apart from the "
+     "network; give a single-node table too, or --base PRESET|FILE.toml"),
+], ids=["no-counts", "wrong-counts", "not-a-table", "unknown-base", "level-mismatch",
+        "multi-node-without-base"])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args, culprit) -> None:
     result = _run(*args, "--out", str(tmp_path / "out" / "cluster.toml"))
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("autoshard: error: ") and culprit in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_multi_node_table_with_base_keeps_its_node_level(tmp_path: Path) -> None:
+    out = tmp_path / "p4de.toml"
+    result = _run(P4DE, "--nodes", "2", "--gpus-per-node", "8", "--base", "dgx-a100",
+                  "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert load_topology(out).levels[0].link == get_preset("dgx-a100").levels[0].link
+    assert ("# level node: kept from dgx-a100 (the tables cannot determine it)\n"
+            "# level cluster: fitted\n") in out.read_text()
+    assert "node (nvlink): kept from dgx-a100, not fitted" in result.output
+
+
+def test_tables_that_determine_every_level_they_cross_need_no_base(tmp_path: Path) -> None:
+    out = tmp_path / "cluster.toml"
+    result = _run(AZURE, "--nodes", "1", "--gpus-per-node", "8", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "dgx-h100-calibrated: fitted" in result.output
+    assert ("# level node: fitted\n"
+            "# level cluster: kept from dgx-h100 (no table crosses it)\n") in out.read_text()
+    # one --nodes applies to every file, so a single- and a two-node file need two runs of
+    # the reader; the check itself passes them
+    tables = [*read_nccl_tests(AZURE, nodes=1, gpus_per_node=8),
+              *read_nccl_tests(P4DE, nodes=2, gpus_per_node=8)]
+    _require_base_for_kept_levels(None, tables)
 
 
 def test_out_or_check_is_required() -> None:

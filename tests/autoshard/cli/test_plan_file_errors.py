@@ -95,3 +95,27 @@ def test_export_names_the_plan_file_for_a_bad_placement(tmp_path, saved_plan) ->
     path.write_text(json.dumps(data))
     line = one_line_error(run("export", str(path)))
     assert line.startswith(f"autoshard: error: plan file {path}: tensor \"{name}\"")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_directory_plan_out_wrote_stands_for_its_plan_json(tmp_path, small_model,
+                                                              saved_plan, command) -> None:
+    args = commands(saved_plan.parent, small_model, saved_plan)[command]
+    if command == "trace":
+        args = ["trace", str(saved_plan.parent), "--out", str(tmp_path / "t.json")]
+    if command == "plan --pin":
+        args = [*args[:-1], str(tmp_path / "pinned")]
+    by_dir = run(*args)
+    assert by_dir.exit_code == 0, by_dir.output
+    if command in ("export", "diff"):  # what it read is the plan itself
+        by_file = run(*[str(saved_plan) if a == str(saved_plan.parent) else a for a in args])
+        assert by_dir.output == by_file.output
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_directory_without_a_plan_is_one_line(tmp_path, small_model, saved_plan,
+                                                command) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    line = one_line_error(run(*commands(empty, small_model, saved_plan)[command]))
+    assert str(empty) in line and "plan.json" in line
