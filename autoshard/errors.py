@@ -48,16 +48,27 @@ class InfeasibleError(AutoshardError):
 
 
 class MemoryTooSmallError(InfeasibleError):
-    """Even the plan with the smallest peak memory does not fit in the device memory."""
+    """Even the plan with the smallest peak memory does not fit in the device memory.
+
+    ``needed_bytes`` is that smallest peak when ``exact``, else a proven lower bound of it
+    (the time limit ended the search for it first); ``found_bytes`` is then the peak of the
+    leanest plan found, an upper bound (a plan needing that much exists), or None.
+    """
 
     def __init__(self, *, needed_bytes: float, limit_bytes: float, mesh: str,
-                 exact: bool = True) -> None:
+                 exact: bool = True, found_bytes: float | None = None) -> None:
         bound = "needs" if exact else "needs at least"
+        found = ""
+        if not exact and found_bytes is not None:
+            found = (f" (a proven lower bound; the leanest plan found needs "
+                     f"{format_bytes(found_bytes)}, an upper bound)")
         super().__init__(
             f"no plan fits in {format_bytes(limit_bytes)} per device on mesh {mesh}: the "
-            f"smallest plan {bound} {format_bytes(needed_bytes)} per device; raise --memory, "
-            "use a larger mesh, or a smaller model/batch")
+            f"smallest plan {bound} {format_bytes(needed_bytes)} per device{found}; raise "
+            "--memory, use a larger mesh, or a smaller model/batch")
         self.needed_bytes, self.limit_bytes, self.mesh = needed_bytes, limit_bytes, mesh
+        self.exact = exact
+        self.found_bytes = needed_bytes if exact else found_bytes
 
 
 class SolverTimeoutError(InfeasibleError):
@@ -147,11 +158,12 @@ class PinConflictError(PinError):
 
 class PinnedMemoryError(InfeasibleError):
     """The pinned plan does not fit in memory: ``needed_bytes`` is the smallest peak under the
-    pins, ``rules`` the rules whose pins hold more than the leanest layouts of their tensors
-    (``excess_bytes`` each, summed over the tensors they pin)."""
+    pins (a proven lower bound of it when not ``exact``), ``rules`` the rules whose pins hold
+    more than the leanest layouts of their tensors (``excess_bytes`` each, summed over the
+    tensors they pin)."""
 
     def __init__(self, *, needed_bytes: float, limit_bytes: float,
-                 rules: tuple[tuple[str, float], ...]) -> None:
+                 rules: tuple[tuple[str, float], ...], exact: bool = True) -> None:
         if rules:
             named = "; ".join(f"{rule} holds {format_bytes(extra)} more than the leanest "
                               f"layouts of its tensors" for rule, extra in rules[:3])
@@ -159,8 +171,9 @@ class PinnedMemoryError(InfeasibleError):
         else:
             blame = ("no pin holds more than its tensors' leanest layouts: the model does not fit "
                      "this mesh; raise --memory or use a larger mesh")
+        needs = "needs" if exact else "needs at least"
         super().__init__(f"no plan with these pins fits in {format_bytes(limit_bytes)} per "
-                         f"device: the smallest needs {format_bytes(needed_bytes)}; {blame}")
+                         f"device: the smallest {needs} {format_bytes(needed_bytes)}; {blame}")
         self.needed_bytes, self.limit_bytes, self.rules = needed_bytes, limit_bytes, rules
 
 

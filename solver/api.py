@@ -90,7 +90,9 @@ def solve(problem: ChoiceProblem, time_limit: float | None = None, backend: str 
         A :class:`Solution` whose objective is recomputed from the float costs.
 
     Raises:
-        Infeasible: no plan fits the memory limit (carries ``min_peak``).
+        Infeasible: no plan fits the memory limit (carries ``min_peak``, exact or, when the
+            time limit cut its search short, a proven lower bound, and ``found_peak``, the
+            peak of the leanest plan found).
         NoFiniteOptionError: a node has no finite option.
         ProblemTooLargeError: ``exhaustive`` (or ``dp`` on a wide graph) given a big problem.
 

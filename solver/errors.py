@@ -29,17 +29,26 @@ class Infeasible(SolverError):
 
     ``min_peak`` is the smallest achievable memory (the sum of per-node minima, or the smallest
     achievable peak over liveness steps); ``exact`` says whether it is the exact minimum or a
-    proven lower bound of it.
+    proven lower bound of it. ``found_peak`` is the peak of a plan the search found (an upper
+    bound of the least peak: a plan exists at that peak; ``None`` when none was found), equal
+    to ``min_peak`` when that is exact.
     """
 
-    def __init__(self, *, min_peak: float, limit: float, exact: bool = True):
+    def __init__(self, *, min_peak: float, limit: float, exact: bool = True,
+                 found_peak: float | None = None):
         self.min_peak = float(min_peak)
         self.limit = float(limit)
         self.exact = exact
-        what = "needs at least" if not exact else "needs"
-        msg = (f"no assignment fits the memory limit: the leanest plan {what} "
-               f"{self.min_peak:.6g} bytes but the limit is {self.limit:.6g} bytes; "
-               f"raise the memory limit or offer options that use less memory")
+        self.found_peak = self.min_peak if exact else found_peak
+        if exact:
+            what = f"needs {self.min_peak:.6g} bytes"
+        else:
+            what = f"needs at least {self.min_peak:.6g} bytes (a proven lower bound"
+            what += ")" if found_peak is None else (
+                f"; the leanest plan found needs {found_peak:.6g} bytes, an upper bound)")
+        msg = (f"no assignment fits the memory limit: the leanest plan {what} but the limit "
+               f"is {self.limit:.6g} bytes; raise the memory limit or offer options that use "
+               f"less memory")
         super().__init__(msg)
 
 

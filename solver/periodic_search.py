@@ -64,6 +64,7 @@ from solver.periodic_close import (
 from solver.polish import decided_elsewhere, fix, free_part, tied_run
 from solver.problem import ChoiceProblem
 from solver.solution import OPTIMALITY_GAP, Solution, SolveStatus
+from solver.untied import solve_untied
 
 logger = logging.getLogger(__name__)
 
@@ -491,7 +492,7 @@ def _polish(problem: ChoiceProblem, fixed: np.ndarray, choices: tuple[int, ...],
         # no LP first: the narrowed LP is as fractional as the periodic one was where the
         # plan missed the bound (a 3-axis polish: 10 s of LP, then the MIP anyway)
         answer = solve_graph(narrowed, Clock(clock.remaining()), "auto", True, sub_gap, None,
-                             sizes_of(narrowed), lp_first=False)
+                             sizes_of(narrowed), lp_first=False, peak_search=False)
     except (Infeasible, NoSolutionError):
         return None
     clock.lap("polish")
@@ -520,12 +521,11 @@ def solve_restricted(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: fl
     try:
         answer = solve_graph(tied, Clock(clock.remaining()), "auto", True, gap, None,
                              sizes_of(tied))
-    except Infeasible:
+    except Infeasible as tied_verdict:
         # tying layers may cost memory (a plan could mix layer strategies to fit): only the
         # whole problem can say that nothing fits
-        whole = dataclasses.replace(problem, blocks=None)
-        return solve_graph(whole, Clock(clock.remaining()), "auto", True, gap, known_bound,
-                           sizes_of(whole))
+        return solve_untied(dataclasses.replace(problem, blocks=None), tied_verdict, clock,
+                            gap, before, known_bound)
     for name, seconds in answer.stats.seconds:
         clock.phases.append((f"restricted_{name}", seconds))
     clock.mark = time.perf_counter()

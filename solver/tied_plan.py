@@ -203,7 +203,7 @@ def best_tied_plan(problem: ChoiceProblem, chain: Chain, plans: Sequence[Sequenc
     small, rep, kept = quotient(problem, chain, plans)
     try:
         answer = solve_graph(small, Clock(time_limit), "auto", True, gap, None,
-                             sizes_of(small))
+                             sizes_of(small), peak_search=False)
     except (Infeasible, NoSolutionError):
         return None
     choices = tuple(int(kept[q][answer.choices[q]]) for q in rep)

@@ -115,7 +115,8 @@ def plan_job(job: Job) -> tuple[Any, str]:
         return autoshard.plan(graph, mesh, **options), ""
     except MemoryTooSmallError as exc:
         plan = autoshard.plan(graph, mesh, memory_limit=UNBOUNDED_BYTES, **options)
-        return plan, (f"the memory model needs {format_bytes(exc.needed_bytes)} per device, "
+        needs = "needs" if exc.exact else "needs at least"
+        return plan, (f"the memory model {needs} {format_bytes(exc.needed_bytes)} per device, "
                       f"over the preset's {format_bytes(exc.limit_bytes)}; planned without "
                       "the limit")
 

@@ -93,8 +93,9 @@ class Restriction:
             return exc
         return None
 
-    def memory_error(self, needed_bytes: float, limit_bytes: float) -> PinnedMemoryError:
-        return PinnedMemoryError(needed_bytes=needed_bytes, limit_bytes=limit_bytes,
+    def memory_error(self, needed_bytes: float, limit_bytes: float, *, exact: bool = True
+                     ) -> PinnedMemoryError:
+        return PinnedMemoryError(needed_bytes=needed_bytes, limit_bytes=limit_bytes, exact=exact,
                                  rules=memory_excess(self.ops, self.pinned, self.masks,
                                                      self.source_memory, self.out_bytes))
 

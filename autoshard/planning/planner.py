@@ -550,10 +550,12 @@ class _Planner:
                     problem, options.backend, options.gap, self.memory.constrained_peak)
                 if unpinned is None:
                     raise self.restriction.memory_error(float(exc.min_peak) + options.reserve,
-                                                        float(limit)) from None
+                                                        float(limit), exact=exc.exact) from None
                 exc = unpinned
+            found = None if exc.found_peak is None else exc.found_peak + options.reserve
             raise MemoryTooSmallError(needed_bytes=float(exc.min_peak) + options.reserve,
-                                      limit_bytes=float(limit), mesh=str(self.mesh)) from None
+                                      limit_bytes=float(limit), mesh=str(self.mesh),
+                                      exact=exc.exact, found_bytes=found) from None
 
     def _decode(self, solution: Any, nodes: list[NodeTerms], edges: list[Edge],
                 loops: list[Edge], limit: float) -> Plan:

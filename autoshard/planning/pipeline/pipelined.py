@@ -190,7 +190,8 @@ def fit_memory(solve: Callable[[float, Any], Plan], price: Callable[[Plan], Any]
 
     ``solve(budget, None)`` plans the stage model as it is; ``solve(budget, stage)`` plans
     it under what that stage holds (:mod:`.stage_memory`) and may carry a time limit. Each
-    raises MemoryTooSmallError with the smallest peak when nothing fits, or
+    raises MemoryTooSmallError with the smallest peak when nothing fits (or, when the time
+    limit left it unproven, a lower bound of it and the leanest plan's peak found), or
     solver.NoSolutionError when time ran out first; ``price(plan)`` chooses the cut (raising
     MemoryTooSmallError when no cut fits); ``binding(plan)`` is the stage that holds the
     most with a plan's layouts, ``start(first)`` the stage to constrain first (default:
@@ -234,17 +235,25 @@ def fit_memory(solve: Callable[[float, Any], Plan], price: Callable[[Plan], Any]
 def _frugal(solve: Callable[[float, Any], Plan], price: Callable[[Plan], Any],
             reserve: float, stage: Any) -> tuple[Plan, Any]:
     """The stage's most frugal plan, then the stage model's (budget: its smallest peak):
-    the first whose cut fits, else the last one's MemoryTooSmallError (or its time-out)."""
+    the first whose cut fits, else the last one's MemoryTooSmallError (or its time-out).
+    When the time limit left the smallest peak unproven, the budget is the peak of the
+    leanest plan the search found (a plan exists there, so the re-solve fits), not the
+    proven lower bound, under which nothing may fit."""
     refusal: MemoryTooSmallError | None = None
     for constrained in (stage, None):
         try:
             solve(reserve + 1.0, constrained)
             raise AssertionError("fit_memory: a plan fitted a budget of one byte")
         except MemoryTooSmallError as exc:
-            smallest = exc.needed_bytes * (1 + FRUGAL_SLACK)
+            smallest = _fitting_budget(exc)
         except NoSolutionError:
             if constrained is None:
                 raise
+            continue
+        if smallest is None:  # no plan found in time: as if the solve had timed out
+            if constrained is None:
+                raise NoSolutionError("no plan of the stage model was found within the time "
+                                      "limit; raise the time limit", time_limit=None)
             continue
         try:
             intra = solve(smallest, constrained)
@@ -258,6 +267,13 @@ def _frugal(solve: Callable[[float, Any], Plan], price: Callable[[Plan], Any],
             refusal = exc
     assert refusal is not None
     raise refusal
+
+
+def _fitting_budget(exc: MemoryTooSmallError) -> float | None:
+    """The budget at which a plan is known to exist, from a one-byte solve's refusal: the
+    least peak when exact, else the peak of the leanest plan found (None: no plan found)."""
+    known = exc.needed_bytes if exc.exact else exc.found_bytes
+    return None if known is None else known * (1 + FRUGAL_SLACK)
 
 
 def _setting(intra: Plan, stage_costs: LayerCosts, costs: LayerCosts, full_links: MeshLinks,

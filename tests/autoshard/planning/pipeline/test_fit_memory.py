@@ -108,3 +108,54 @@ def test_another_binding_stage_starts_again_at_the_device_memory() -> None:
     calls.clear()  # told where to start, the first re-solve is the right one
     assert fit_memory(solve, price, 60.0, 0.0, binding, lambda first: "first")[0] == 20.0
     assert calls == [(float("inf"), None), (60.0, "first")]
+
+
+LOWER, FOUND = 8.0, 12.0  # what a search the time limit cut short proves and finds
+
+
+def _unproven_fit(limit: float, calls: list[tuple[float, object]]) -> float:
+    """``fit_memory`` against a stage model whose smallest peak (``SMALLEST``) was not proven
+    in time: a refusal says only that it lies between ``LOWER`` and ``FOUND`` (a plan found
+    there), as ``solver.peak.least_peak`` reports it. The re-solve at the device's memory
+    runs out of time, so the frugal plans decide."""
+    def solve(budget: float, stage: object) -> float:
+        calls.append((budget, stage))
+        per_byte = 2.0 if stage is not None else 1.0
+        if budget < SMALLEST * per_byte:
+            raise MemoryTooSmallError(needed_bytes=LOWER * per_byte, limit_bytes=budget,
+                                      mesh="m", exact=False, found_bytes=FOUND * per_byte)
+        if budget == limit:
+            raise NoSolutionError("time limit", time_limit=1.0)
+        return max(SMALLEST, min(FAST, budget / per_byte))
+
+    def price(peak: float) -> float:
+        if 2 * peak > limit:
+            raise MemoryTooSmallError(needed_bytes=2 * peak, limit_bytes=limit, mesh="m",
+                                      exact=False)
+        return 2 * peak
+
+    return fit_memory(solve, price, limit, 0.0, lambda plan: "stage")[1]
+
+
+@pytest.mark.parametrize("limit", [2 * FOUND + 1.0, 2 * FOUND + 5.0])
+def test_an_unproven_smallest_peak_re_solves_at_the_plan_found(limit: float) -> None:
+    """The frugal re-solve's budget is the found plan's peak (a plan exists there), never the
+    lower bound (under which none may fit): a plan comes back, and its stage fits."""
+    calls: list[tuple[float, object]] = []
+    assert _unproven_fit(limit, calls) <= limit
+    assert calls[-1] == (pytest.approx(2 * FOUND), "stage")
+
+
+def test_an_unproven_smallest_peak_with_no_plan_found_is_a_time_out() -> None:
+    """No plan found in time either: the verdict is a time-out, not "no plan fits"."""
+    def solve(budget: float, stage: object) -> float:
+        if budget < 2 * FAST:
+            raise MemoryTooSmallError(needed_bytes=LOWER, limit_bytes=budget, mesh="m",
+                                      exact=False)
+        return FAST
+
+    def price(peak: float) -> float:
+        raise MemoryTooSmallError(needed_bytes=2 * peak, limit_bytes=30.0, mesh="m")
+
+    with pytest.raises(NoSolutionError):
+        fit_memory(solve, price, 30.0, 0.0, lambda plan: "stage")
