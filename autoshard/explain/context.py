@@ -100,15 +100,13 @@ class ExplainContext:
         options = replace(self.options, pins=pins, op_pins=op_pins, progress=False,
                           time_limit=self.left_s())
         try:
-            result = replan_prepared(self.prepared, options)
+            answer = replan_prepared(self.prepared, options, records=False)
         except InfeasibleError as exc:
             return Outcome(total_s=None, peak_bytes=None, status=f"no plan fits: {exc}")
         except (AutoshardError, solver.SolverError) as exc:
             return Outcome(total_s=None, peak_bytes=None, status=f"impossible: {exc}")
-        obj = result.objective
-        status = "optimal" if obj.optimal else f"gap {obj.gap:.2%}"
-        return Outcome(total_s=obj.total_s, peak_bytes=result.peak_bytes_per_device,
-                       status=status)
+        status = "optimal" if answer.optimal else f"gap {answer.gap:.2%}"
+        return Outcome(total_s=answer.total_s, peak_bytes=answer.peak_bytes, status=status)
 
 
 def resolve_each(ctx: ExplainContext,

@@ -256,14 +256,27 @@ def replan(graph: OpGraph, mesh: Mesh, topology: Topology, links: MeshLinks,
         return planner.prepare()
 
 
-def replan_prepared(prepared: Any, options: PlanOptions) -> Plan:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    """A plan's step time, peak memory per device and certificate without its records: what
+    ``explain``'s re-solves read (decoding llama3-70b's records took a quarter of each)."""
+
+    total_s: float
+    peak_bytes: float
+    optimal: bool
+    gap: float
+
+
+def replan_prepared(prepared: Any, options: PlanOptions, *, records: bool = True
+                    ) -> Plan | Answer:
     """Plan again with ``options`` that differ from the prepared planner's only in their pins,
     op pins, time limit or progress, reusing its strategies, prices, reshard matrices, memory
     model and step problem (none depends on those options): only the pins' masks and the
     solver's problem are rebuilt. What ``explain`` re-solves with: on llama3-70b a re-solve
     was otherwise mostly pricing. The plan is the one :func:`replan` makes with ``options``;
     pins that change the gradient sync (the memory model depends on it) are planned from
-    scratch.
+    scratch. Without ``records``, only the plan's :class:`Answer` (its objective is the
+    decoded plan's step time, which the planner checks equal to 1e-9).
 
     Raises:
         ValueError: ``options`` differ in anything else.
@@ -273,8 +286,8 @@ def replan_prepared(prepared: Any, options: PlanOptions) -> Plan:
                         f"not {type(prepared).__name__}")
     if _deferred(prepared.options.pins) != _deferred(options.pins):
         return _Planner(prepared.graph, prepared.mesh, prepared.topology, prepared.links,
-                        options).run()
-    return prepared.repinned(options).run(prepared=True)
+                        options).run(records=records)
+    return prepared.repinned(options).run(prepared=True, records=records)
 
 
 def _deferred(pins: Pins | None) -> bool:
@@ -363,15 +376,16 @@ class _Planner:
         self.hand_floor: HandPlan | None = None  # the hand plan a cut-short search returned
         self.began = time.perf_counter()  # when the time limit started (reset by run)
 
-    def run(self, *, prepared: bool = False) -> Plan:
-        """Prepare (unless ``prepared``: :meth:`repinned` did), solve and decode."""
+    def run(self, *, prepared: bool = False, records: bool = True) -> Any:
+        """Prepare (unless ``prepared``: :meth:`repinned` did), solve and decode: the
+        :class:`Plan`, or without ``records`` only its :class:`Answer`."""
         # --time-limit counts from here: pricing a 4-axis mesh can take a minute, and a limit
         # that covered only the solve let a 60 s plan run 150 s
         self.began = time.perf_counter()
         with fewer_collections():  # .collector: full collections cost ~5 % of a 3-axis plan
-            return self._run(prepared)
+            return self._run(prepared, records)
 
-    def _run(self, prepared: bool = False) -> Plan:
+    def _run(self, prepared: bool = False, records: bool = True) -> Any:
         if not prepared:
             self.prepare()
         nodes, edges, loops = self.nodes, self.edges, self.loops
@@ -394,6 +408,11 @@ class _Planner:
         if lean != solution.choices and self.pricing.converged:
             solution = dataclasses.replace(solution, choices=lean,
                                            objective=self.problem.evaluate(lean))
+        if not records:  # the step time is the solver's objective (_check_objective)
+            return Answer(total_s=float(solution.objective),
+                          peak_bytes=float(self.memory.peak(solution.choices))
+                          + self.options.reserve,
+                          optimal=bool(solution.optimal), gap=float(solution.gap))
         result = self._decode(solution, nodes, edges, loops, limit)
         self.timings["decode_s"] = time.perf_counter() - t3
         return result
