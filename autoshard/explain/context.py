@@ -139,9 +139,9 @@ def explain_context(plan: Plan, graph: OpGraph, *, topology: str | None = None,
                     progress: bool = False) -> ExplainContext:
     """Rebuild the planning problem ``plan`` answers from the model ``graph`` it was made of.
 
-    ``time_limit`` seconds, counted from ``started`` (a ``time.perf_counter()`` reading; default
-    now), cover the re-solves the context is then asked for; ``progress`` shows a line on
-    stderr while they run.
+    ``time_limit`` seconds, counted from ``started`` (a ``time.perf_counter()`` reading;
+    default: when the context is ready), cover the re-solves the context is then asked for;
+    ``progress`` shows a line on stderr while they run.
 
     Raises:
         autoshard.export.plan_view.PlanMismatchError: the plan is of another graph, mesh or

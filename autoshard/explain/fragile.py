@@ -84,7 +84,8 @@ def fragile_decisions(ctx: ExplainContext, count: int = 10, shortlist: int = 20)
                                   alternative=alternative))
     decisions.sort(key=lambda d: (*_order(d.alternative), d.pattern))
     done = sum(outcome is not None for outcome in outcomes)
-    note = (f"re-solved {len(chosen)} of {len(candidates)} decisions (one per layer pattern, "
+    verb = "re-solved" if done == len(chosen) else "shortlisted"
+    note = (f"{verb} {len(chosen)} of {len(candidates)} decisions (one per layer pattern, "
             f"each with its closest alternative by single-change bound, the {len(chosen)} "
             "smallest bounds); each re-solve pins that alternative and re-optimises the rest"
             + time_limit_note(ctx, done, len(chosen)))
