@@ -142,3 +142,20 @@ def test_a_pattern_is_re_solved_at_its_smallest_bound_outside_the_inner_layers(
             assert decision.tensor in outside, (decision.tensor, outside)
             decided_by_layer += min(tied) not in outside  # the first name is an inner one
     assert decided_by_layer > 0 or not first_block_far
+
+
+def test_a_slow_re_solve_shows_a_status_line_when_asked(graph, auto, monkeypatch,
+                                                         capfd) -> None:
+    solve = planner.solver.solve
+
+    def slow(problem, *args, **kwargs):
+        time.sleep(1.5)  # past the status line's 1 s delay
+        return solve(problem, *args, **kwargs)
+
+    monkeypatch.setattr(planner.solver, "solve", slow)
+    quiet = explain_context(auto, graph)
+    fragile_decisions(quiet, count=1, shortlist=1)
+    assert "re-solving" not in capfd.readouterr().err
+    shown = explain_context(auto, graph, progress=True)
+    fragile_decisions(shown, count=1, shortlist=1)
+    assert "re-solving fragile decisions 1/1" in capfd.readouterr().err
