@@ -1,6 +1,8 @@
 """``autoshard explain PLAN.json --model M [--tensor NAME | --op NAME]``: why the plan lays a
 tensor out (or runs an op) as it does, and what every alternative would change in the whole
 step, each one re-solved with it pinned. Without a name: the ten most fragile decisions.
+``--time-limit`` covers the whole command; a status line on stderr (on a terminal) names the
+re-solve running.
 
 The graph is rebuilt from ``--model`` and the shape options, as ``autoshard verify`` does, and
 must be the plan's (fingerprint); the plan's own pins, memory limit and reserve apply to every
@@ -9,6 +11,8 @@ re-solve.
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ from autoshard.errors import UsageError
 from autoshard.explain import explain_context, explain_op, explain_tensor, fragile_decisions
 from autoshard.explain.render import as_json, explanation_text, fragility_text
 from autoshard.export.plan_view import check_layouts
+from autoshard.planning.planner import check_time_limit
 from autoshard.planning.record import Plan
 
 
@@ -45,6 +50,11 @@ from autoshard.planning.record import Plan
 @click.option("--shortlist", type=int, default=20, show_default=True,
               help="Without --tensor/--op: how many candidate decisions to re-solve (at "
                    "least 1; raised to --count).")
+@click.option("--time-limit", type=float, default=None,
+              help="Seconds for the whole command: rebuilding the plan's problem and every "
+                   "re-solve, each of which gets what is left and returns the best plan it "
+                   "found with its gap; alternatives not re-solved by then show only their "
+                   "single-change bound, and the report says how many were re-solved.")
 @click.option("--topology", default=None,
               help="The topology the plan was made with (default: the one it names).")
 @click.option("--link", "link_specs", multiple=True, metavar="AXIS=SPEC",
@@ -60,7 +70,10 @@ def explain_command(**options: Any) -> None:
 
 def run_explain(*, plan_path: Path, model: str, tensor: str | None, op_name: str | None,
                 limit: int, count: int, shortlist: int, topology: str | None,
-                link_specs: tuple[str, ...], as_json_output: bool, **shape: Any) -> None:
+                link_specs: tuple[str, ...], as_json_output: bool,
+                time_limit: float | None = None, **shape: Any) -> None:
+    started = time.perf_counter()  # --time-limit covers the whole command
+    check_time_limit(time_limit)
     if tensor is not None and op_name is not None:
         raise UsageError("give --tensor or --op, not both")
     if min(limit, count, shortlist) < 0:
@@ -72,7 +85,8 @@ def run_explain(*, plan_path: Path, model: str, tensor: str | None, op_name: str
     check_layouts(plan, str(plan_path))
     graph = saved_plan_model(plan, model, shape)
     ctx = explain_context(plan, graph, topology=topology,
-                          link_overrides=parse_links(link_specs))
+                          link_overrides=parse_links(link_specs), time_limit=time_limit,
+                          started=started, progress=sys.stderr.isatty())
     if tensor is not None:
         result: Any = explain_tensor(ctx, tensor, limit)
         text = explanation_text

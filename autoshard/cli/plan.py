@@ -169,7 +169,8 @@ def solver_warnings(result: Plan, requested_gap: float) -> list[str]:
              f"not proven optimal; raise --time-limit to close the gap{after}"]
     # what else the time limit did, said where it is seen
     lines += [f"note: {note}" for note in result.notes
-              if note.startswith(("pricing the options took", "the time limit cut"))]
+              if note.startswith(("pricing the options took", "the time limit cut",
+                                          "without --time-limit"))]
     return lines
 
 

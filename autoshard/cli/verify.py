@@ -90,7 +90,8 @@ def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write
         check_fingerprint(plan, full, mesh, topo, links)
         _check_paths(plan, links, float(topo.device.hbm_bw_bytes_per_s))
     try:
-        result = verify(plan, graph, seed=seed, scale=not full_size)
+        result = verify(plan, graph, seed=seed, scale=not full_size,
+                        progress=sys.stderr.isatty())
     except PlanRecordError as exc:  # plan.json's tensors are not what its ops write
         _failed(f"verification failed: {exc}")
     record = result.to_record()

@@ -16,11 +16,18 @@ from typing import Any
 import numpy as np
 
 from autoshard.errors import UsageError
-from autoshard.explain.context import ExplainContext, single_change_deltas
+from autoshard.explain.context import (
+    ExplainContext,
+    resolve_each,
+    single_change_deltas,
+    time_limit_note,
+)
 from autoshard.planning.pin_masks import record_layout
 from autoshard.planning.pins import forced_pin
 from autoshard.sharding.tensor_sharding import TensorSharding
 from graphs import DType
+
+NOT_RESOLVED = "not re-solved"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,7 +38,7 @@ class Alternative:
     bound_s: float
     delta_s: float | None = None
     delta_peak_bytes: float | None = None
-    status: str = "not re-solved"
+    status: str = NOT_RESOLVED  # or how the re-solve ended
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,13 +141,16 @@ def _resolve_all(ctx: ExplainContext, candidates: list[tuple[str, float, dict[st
     re-solved change (then by bound for the rest)."""
     count = len(candidates) if limit <= 0 else min(limit, len(candidates))
     base_s, base_peak = ctx.plan.objective.total_s, ctx.plan.peak_bytes_per_device
+    outcomes = resolve_each(ctx, [(forced.get("pins"), forced.get("op_pins"))
+                                  for _, _, forced in candidates[:count]],
+                            f"alternatives of {what}")
     done, rest = [], []
-    for n, (text, bound, forced) in enumerate(candidates):
-        if n >= count:
+    for (text, bound, _), outcome in zip(candidates,
+                                         outcomes + [None] * (len(candidates) - count),
+                                         strict=True):
+        if outcome is None:
             rest.append(Alternative(placement=text, bound_s=bound))
-            continue
-        outcome = ctx.resolve(forced.get("pins"), forced.get("op_pins"))
-        if outcome.feasible:
+        elif outcome.feasible:
             done.append(Alternative(placement=text, bound_s=bound,
                                     delta_s=outcome.total_s - base_s,
                                     delta_peak_bytes=outcome.peak_bytes - base_peak,
@@ -154,6 +164,7 @@ def _resolve_all(ctx: ExplainContext, candidates: list[tuple[str, float, dict[st
     if count < len(candidates):
         note += (", those with the smallest single-change bound; the others show only that "
                  "bound (an upper bound of the change)")
+    note += time_limit_note(ctx, len(done), count)
     return tuple(done + rest), note
 
 

@@ -12,12 +12,19 @@ Two kinds of answer come out of it:
   op kept, priced from the same cost tables. It is a feasible plan (if it fits in memory), so
   ``bound ≥ (re-solved optimum with that choice forced) - (plan's optimum)``: an upper bound;
 * a *re-solve*: the whole problem solved again with the alternative pinned, which is the exact
-  change when the solver proves optimality.
+  change when the solver proves optimality. A re-solve reuses the prepared planner's prices,
+  reshard matrices and step problem (none depends on pins: :func:`replan_prepared`), so it
+  costs a solve, not a plan (llama3-70b on dp=8,tp=8: pricing was most of each re-solve).
+
+A time limit (``explain --time-limit``) covers everything from the command's start: each
+re-solve gets what is left of it, and once it has run out the remaining alternatives are not
+re-solved; the report says how many were (:meth:`ExplainContext.out_of_time`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,7 +34,8 @@ import solver
 from autoshard.errors import AutoshardError, InfeasibleError
 from autoshard.export.plan_view import PlanMismatchError, check_fingerprint, plan_links
 from autoshard.planning.pins import Pins, pins_from_record
-from autoshard.planning.planner import PlanOptions, replan
+from autoshard.planning.planner import PlanOptions, replan, replan_prepared
+from autoshard.planning.progress import status
 from autoshard.planning.record import Plan
 from autoshard.planning.record_check import check_tensor_records
 from autoshard.planning.step import Overlap, StepOptions
@@ -63,33 +71,77 @@ class ExplainContext:
     options: PlanOptions
     prepared: Any
     choices: tuple[int, ...]
+    deadline: float | None = None  # time.perf_counter() at which the time limit runs out
+    time_limit: float | None = None  # the limit that set the deadline, for the report
+    progress: bool = False  # a progress line on stderr while re-solving
 
     def node_index(self) -> dict[str, int]:
         """Op name → node index in the planner's order."""
         return {op.name: i for i, op in enumerate(self.prepared.ops)}
 
+    def left_s(self) -> float | None:
+        """Seconds left of the time limit (None without one; never negative)."""
+        if self.deadline is None:
+            return None
+        return max(self.deadline - time.perf_counter(), 0.0)
+
+    def out_of_time(self) -> bool:
+        """Whether the time limit has run out: no further re-solve starts."""
+        left = self.left_s()
+        return left is not None and left <= 0.0
+
     def resolve(self, extra: Pins | None = None,
                 op_pins: Mapping[str, str] | None = None) -> Outcome:
-        """Re-solve with ``extra`` pins after the plan's own (they win) or ops forced."""
+        """Re-solve with ``extra`` pins after the plan's own (they win) or ops forced, within
+        what is left of the time limit."""
         pins = self.options.pins
         if extra is not None:
             pins = extra if pins is None else pins + extra
-        options = replace(self.options, pins=pins, op_pins=op_pins, progress=False)
+        options = replace(self.options, pins=pins, op_pins=op_pins, progress=False,
+                          time_limit=self.left_s())
         try:
-            result = replan(self.graph, self.mesh, self.topology, self.links, options)
+            answer = replan_prepared(self.prepared, options, records=False)
         except InfeasibleError as exc:
             return Outcome(total_s=None, peak_bytes=None, status=f"no plan fits: {exc}")
         except (AutoshardError, solver.SolverError) as exc:
             return Outcome(total_s=None, peak_bytes=None, status=f"impossible: {exc}")
-        obj = result.objective
-        status = "optimal" if obj.optimal else f"gap {obj.gap:.2%}"
-        return Outcome(total_s=obj.total_s, peak_bytes=result.peak_bytes_per_device,
-                       status=status)
+        status = "optimal" if answer.optimal else f"gap {answer.gap:.2%}"
+        return Outcome(total_s=answer.total_s, peak_bytes=answer.peak_bytes, status=status)
+
+
+def resolve_each(ctx: ExplainContext,
+                 forced: Sequence[tuple[Pins | None, Mapping[str, str] | None]],
+                 what: str) -> list[Outcome | None]:
+    """Re-solve each ``(extra pins, op pins)`` in order (:meth:`ExplainContext.resolve`)
+    until the time limit runs out: None for those not re-solved. With ``ctx.progress``, a
+    status line on stderr names the re-solve running (``what`` k/n) and its elapsed time."""
+    outcomes: list[Outcome | None] = []
+    for k, (pins, op_pins) in enumerate(forced, start=1):
+        if ctx.out_of_time():
+            outcomes.append(None)
+            continue
+        with status(f"re-solving {what} {k}/{len(forced)}", ctx.progress):
+            outcomes.append(ctx.resolve(pins, op_pins))
+    return outcomes
+
+
+def time_limit_note(ctx: ExplainContext, done: int, planned: int) -> str:
+    """What the report adds when the time limit stopped the re-solves (else '')."""
+    if done >= planned or ctx.time_limit is None:
+        return ""
+    return (f"; the time limit ({ctx.time_limit:g} s, --time-limit) ran out after {done} of "
+            f"those {planned}: the others show only their single-change bound")
 
 
 def explain_context(plan: Plan, graph: OpGraph, *, topology: str | None = None,
-                    link_overrides: Mapping[str, str] | None = None) -> ExplainContext:
+                    link_overrides: Mapping[str, str] | None = None,
+                    time_limit: float | None = None, started: float | None = None,
+                    progress: bool = False) -> ExplainContext:
     """Rebuild the planning problem ``plan`` answers from the model ``graph`` it was made of.
+
+    ``time_limit`` seconds, counted from ``started`` (a ``time.perf_counter()`` reading;
+    default: when the context is ready), cover the re-solves the context is then asked for;
+    ``progress`` shows a line on stderr while they run.
 
     Raises:
         autoshard.export.plan_view.PlanMismatchError: the plan is of another graph, mesh or
@@ -116,9 +168,12 @@ def explain_context(plan: Plan, graph: OpGraph, *, topology: str | None = None,
                          overlap=Overlap(settings.get("overlap", "none")),
                          whole_gradients=(plan.pins or {}).get("gradient_sync") == "deferred"))
     prepared = replan(full, mesh, topo, links, options, prepare_only=True)
+    begun = time.perf_counter() if started is None else started
     return ExplainContext(plan=plan, graph=full, mesh=mesh, topology=topo, links=links,
                           options=options, prepared=prepared,
-                          choices=_choices(plan, prepared))
+                          choices=_choices(plan, prepared),
+                          deadline=None if time_limit is None else begun + time_limit,
+                          time_limit=time_limit, progress=progress)
 
 
 def _choices(plan: Plan, prepared: Any) -> tuple[int, ...]:

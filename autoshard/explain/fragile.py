@@ -8,8 +8,10 @@ layouts each, a solve per pair), so the search is two-staged:
    an upper bound of the true change (that plan is feasible, the re-solve can only do better),
    computed from the cost tables in one pass;
 2. tensors are grouped by layer pattern (``layers.*.attn.wq``: identical layers make the same
-   decision), each group keeps its closest alternative by bound, and the ``shortlist`` groups
-   with the smallest bounds are re-solved with that alternative pinned. The ``count`` smallest
+   decision), each group keeps its closest alternative by bound (among equal bounds, a tensor
+   of the first or last layer, whose re-solve stays periodic: :func:`_inner_layers`), and the
+   ``shortlist`` groups with the smallest bounds are re-solved with that alternative pinned
+   (each within what is left of the time limit, if one is given). The ``count`` smallest
    re-solved changes are reported (``count=0``: all of them, as ``--limit 0`` is every
    alternative of one tensor).
 
@@ -25,8 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from autoshard.explain.alternatives import Alternative
-from autoshard.explain.context import ExplainContext, single_change_deltas
+from autoshard.explain.alternatives import NOT_RESOLVED, Alternative
+from autoshard.explain.context import (
+    ExplainContext,
+    resolve_each,
+    single_change_deltas,
+    time_limit_note,
+)
 from autoshard.planning.pin_masks import record_layout
 from autoshard.planning.pins import forced_pin
 from autoshard.planning.summary import layer_pattern
@@ -60,24 +67,39 @@ def fragile_decisions(ctx: ExplainContext, count: int = 10, shortlist: int = 20)
     chosen = candidates[:max(shortlist, count)]
     count = count or len(chosen)
     base_s, base_peak = ctx.plan.objective.total_s, ctx.plan.peak_bytes_per_device
+    outcomes = resolve_each(ctx, [(forced_pin(tensor, layout), None)
+                                  for _, _, tensor, layout in chosen], "fragile decisions")
     decisions = []
-    for bound, pattern, tensor, layout in chosen:
-        outcome = ctx.resolve(forced_pin(tensor, layout))
-        alternative = Alternative(
-            placement=_text(layout), bound_s=bound, status=outcome.status,
-            delta_s=None if outcome.total_s is None else outcome.total_s - base_s,
-            delta_peak_bytes=None if outcome.peak_bytes is None else outcome.peak_bytes - base_peak)
+    for (bound, pattern, tensor, layout), outcome in zip(chosen, outcomes, strict=True):
+        if outcome is None:  # the time limit ran out: the bound only
+            alternative = Alternative(placement=_text(layout), bound_s=bound)
+        else:
+            alternative = Alternative(
+                placement=_text(layout), bound_s=bound, status=outcome.status,
+                delta_s=None if outcome.total_s is None else outcome.total_s - base_s,
+                delta_peak_bytes=None if outcome.peak_bytes is None
+                else outcome.peak_bytes - base_peak)
         decisions.append(Decision(tensor=tensor, pattern=pattern, tensors=groups[pattern],
                                   placement=" ".join(ctx.plan.tensors[tensor].placements),
                                   alternative=alternative))
-    decisions.sort(key=lambda d: (d.alternative.delta_s is None,
-                                  d.alternative.delta_s if d.alternative.delta_s is not None
-                                  else math.inf, d.pattern))
-    note = (f"re-solved {len(chosen)} of {len(candidates)} decisions (one per layer pattern, "
+    decisions.sort(key=lambda d: (*_order(d.alternative), d.pattern))
+    done = sum(outcome is not None for outcome in outcomes)
+    verb = "re-solved" if done == len(chosen) else "shortlisted"
+    note = (f"{verb} {len(chosen)} of {len(candidates)} decisions (one per layer pattern, "
             f"each with its closest alternative by single-change bound, the {len(chosen)} "
-            "smallest bounds); each re-solve pins that alternative and re-optimises the rest")
+            "smallest bounds); each re-solve pins that alternative and re-optimises the rest"
+            + time_limit_note(ctx, done, len(chosen)))
     return Fragility(decisions=tuple(decisions[:count]), note=note,
                      total_s=base_s, peak_bytes=base_peak)
+
+
+def _order(alternative: Alternative) -> tuple[bool, bool, float]:
+    """Re-solved with a plan, by change; re-solved without one; not re-solved, by bound."""
+    if alternative.delta_s is not None:
+        return (False, False, alternative.delta_s)
+    if alternative.status == NOT_RESOLVED:
+        return (True, True, alternative.bound_s)
+    return (True, False, math.inf)
 
 
 def _candidates(ctx: ExplainContext) -> tuple[list[tuple[float, str, str, TensorSharding]],
@@ -85,8 +107,10 @@ def _candidates(ctx: ExplainContext) -> tuple[list[tuple[float, str, str, Tensor
     """Per layer pattern, the (bound, pattern, tensor, layout) of its closest alternative."""
     deltas = single_change_deltas(ctx)
     prepared = ctx.prepared
+    inner = _inner_layers(prepared.blocks)
     groups: dict[str, int] = {}
     best: dict[str, tuple[float, str, str, TensorSharding]] = {}
+    rank: dict[str, tuple[float, bool, str]] = {}
     cache: dict[tuple[Any, ...], list[tuple[TensorSharding, np.ndarray]]] = {}
     for i, op in enumerate(prepared.ops):
         strategies = prepared.strategies[i]
@@ -104,9 +128,30 @@ def _candidates(ctx: ExplainContext) -> tuple[list[tuple[float, str, str, Tensor
                 if layout == chosen or not np.isfinite(bound):
                     continue
                 item = (bound, pattern, name, layout)
-                if pattern not in best or item[:3] < best[pattern][:3]:
-                    best[pattern] = item
+                if pattern not in best or _rank(item, i in inner) < rank[pattern]:
+                    best[pattern], rank[pattern] = item, _rank(item, i in inner)
     return list(best.values()), groups
+
+
+def _rank(item: tuple[float, str, str, TensorSharding], inner: bool
+          ) -> tuple[float, bool, str]:
+    """Which tensor stands for its pattern: the smallest bound; among equal bounds one outside
+    the inner layers (:func:`_inner_layers`), then the first name."""
+    bound, _, name, _ = item
+    return (bound, inner, name)
+
+
+def _inner_layers(blocks: tuple[tuple[int, ...], ...] | None) -> frozenset[int]:
+    """The ops of every repeated layer but the first and the last. Why they stand for their
+    pattern only when no other tensor can: the solver solves a chain of identical layers as
+    one periodic problem, whose first and last layers may differ from the rest (they meet
+    the embedding and the head); a pin in an inner layer breaks the chain and the whole
+    model is solved as a graph (llama3-70b dp=8,tp=8: one such re-solve took minutes, against
+    seconds for a pin in the last layer). The pinned tensor is named in the report, so the
+    choice among equal bounds changes which tensor is shown, not what is claimed of it."""
+    if blocks is None or len(blocks) < 3:
+        return frozenset()
+    return frozenset(i for block in blocks[1:-1] for i in block)
 
 
 def _layouts(ctx: ExplainContext, cache: dict, strategies: tuple, name: str, j: int

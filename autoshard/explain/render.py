@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from autoshard.explain.alternatives import Alternative, Explanation
+from autoshard.explain.alternatives import NOT_RESOLVED, Alternative, Explanation
 from autoshard.explain.fragile import Fragility
 from autoshard.planning.summary import format_seconds
 from costmodel import format_bytes
@@ -76,8 +76,8 @@ def alternative_table(alternatives: tuple[Alternative, ...], label: str) -> list
     """Every re-solved alternative, then the first few that were only bounded."""
     if not alternatives:
         return ["  none: this is the only layout"]
-    solved = [a for a in alternatives if a.status != "not re-solved"]
-    bounded = [a for a in alternatives if a.status == "not re-solved"]
+    solved = [a for a in alternatives if a.status != NOT_RESOLVED]
+    bounded = [a for a in alternatives if a.status == NOT_RESOLVED]
     hidden = len(bounded) - UNSOLVED_SHOWN
     alternatives = (*solved, *bounded[:UNSOLVED_SHOWN])
     width = max(len(label), *(len(a.placement) for a in alternatives))

@@ -15,6 +15,7 @@ Conventions the plan states in its notes:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -63,6 +64,7 @@ from autoshard.strategies.derive import Strategy
 from costmodel import Link, Topology, format_bytes, peak_flops
 from graphs import GraphError, Op, OpGraph, TensorRole
 from graphs.training import RECOMPUTE_CHOICES, training_graph
+from solver.windowed import EXACT_DEFAULT_S
 
 logger = logging.getLogger(__name__)
 
@@ -254,6 +256,46 @@ def replan(graph: OpGraph, mesh: Mesh, topology: Topology, links: MeshLinks,
         return planner.prepare()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    """A plan's step time, peak memory per device and certificate without its records: what
+    ``explain``'s re-solves read (decoding llama3-70b's records took a quarter of each)."""
+
+    total_s: float
+    peak_bytes: float
+    optimal: bool
+    gap: float
+
+
+def replan_prepared(prepared: Any, options: PlanOptions, *, records: bool = True
+                    ) -> Plan | Answer:
+    """Plan again with ``options`` that differ from the prepared planner's only in their pins,
+    op pins, time limit or progress, reusing its strategies, prices, reshard matrices, memory
+    model and step problem (none depends on those options): only the pins' masks and the
+    solver's problem are rebuilt. What ``explain`` re-solves with: on llama3-70b a re-solve
+    was otherwise mostly pricing. The plan is the one :func:`replan` makes with ``options``;
+    pins that change the gradient sync (the memory model depends on it) are planned from
+    scratch. Without ``records``, only the plan's :class:`Answer` (its objective is the
+    decoded plan's step time, which the planner checks equal to 1e-9).
+
+    Raises:
+        ValueError: ``options`` differ in anything else.
+    """
+    if not isinstance(prepared, _Planner):
+        raise TypeError(f"replan_prepared(): expected replan(prepare_only=True)'s planner, "
+                        f"not {type(prepared).__name__}")
+    if _deferred(prepared.options.pins) != _deferred(options.pins):
+        return _Planner(prepared.graph, prepared.mesh, prepared.topology, prepared.links,
+                        options).run(records=records)
+    return prepared.repinned(options).run(prepared=True, records=records)
+
+
+def _deferred(pins: Pins | None) -> bool:
+    """Whether the pins hold gradients whole until the step's end (the memory model's
+    ``deferred_gradients``)."""
+    return pins is not None and pins.gradient_sync == "deferred"
+
+
 def _overlap(value: Overlap | str) -> Overlap:
     try:
         return Overlap(value)
@@ -334,15 +376,18 @@ class _Planner:
         self.hand_floor: HandPlan | None = None  # the hand plan a cut-short search returned
         self.began = time.perf_counter()  # when the time limit started (reset by run)
 
-    def run(self) -> Plan:
+    def run(self, *, prepared: bool = False, records: bool = True) -> Any:
+        """Prepare (unless ``prepared``: :meth:`repinned` did), solve and decode: the
+        :class:`Plan`, or without ``records`` only its :class:`Answer`."""
         # --time-limit counts from here: pricing a 4-axis mesh can take a minute, and a limit
         # that covered only the solve let a 60 s plan run 150 s
         self.began = time.perf_counter()
         with fewer_collections():  # .collector: full collections cost ~5 % of a 3-axis plan
-            return self._run()
+            return self._run(prepared, records)
 
-    def _run(self) -> Plan:
-        self.prepare()
+    def _run(self, prepared: bool = False, records: bool = True) -> Any:
+        if not prepared:
+            self.prepare()
         nodes, edges, loops = self.nodes, self.edges, self.loops
         limit = self.options.memory_limit
         if limit is None:
@@ -363,6 +408,11 @@ class _Planner:
         if lean != solution.choices and self.pricing.converged:
             solution = dataclasses.replace(solution, choices=lean,
                                            objective=self.problem.evaluate(lean))
+        if not records:  # the step time is the solver's objective (_check_objective)
+            return Answer(total_s=float(solution.objective),
+                          peak_bytes=float(self.memory.peak(solution.choices))
+                          + self.options.reserve,
+                          optimal=bool(solution.optimal), gap=float(solution.gap))
         result = self._decode(solution, nodes, edges, loops, limit)
         self.timings["decode_s"] = time.perf_counter() - t3
         return result
@@ -435,7 +485,7 @@ class _Planner:
         self.memory = build_memory_model(
             self.graph, self.ops, [n.memory for n in nodes], [n.in_bytes for n in nodes],
             [n.out_bytes for n in nodes],
-            deferred_gradients=pins is not None and pins.gradient_sync == "deferred")
+            deferred_gradients=_deferred(pins))
         if self.options.held_bytes is not None:
             self.memory = dataclasses.replace(self.memory, held=tuple(self.options.held_bytes(
                 self.graph, self.ops, [n.out_bytes for n in nodes])))
@@ -450,15 +500,38 @@ class _Planner:
         self.step = step_problem(self.graph, self.ops, self.strategies, nodes, edges, loops,
                                  self.links, self.hbm_bw, self.options.step,
                                  shares=self.options.share_reshards)
+        self._build_problem()
+        return self
+
+    def repinned(self, options: PlanOptions) -> _Planner:
+        """A copy of this prepared planner with other pins (:func:`replan_prepared`): the
+        prices, reshard matrices, memory model and step problem are shared, the masks and
+        the solver's problem rebuilt."""
+        same = ("pins", "op_pins", "time_limit", "progress")
+        differs = [f.name for f in dataclasses.fields(PlanOptions) if f.name not in same
+                   and getattr(options, f.name) is not getattr(self.options, f.name)
+                   and getattr(options, f.name) != getattr(self.options, f.name)]
+        if differs or _deferred(self.options.pins) != _deferred(options.pins):
+            what = ", ".join(differs) or "the gradient sync (pins' gradient_sync)"
+            raise ValueError(f"replan_prepared(): the options differ in {what}, which the "
+                             f"prepared planner depends on; use replan()")
+        other = copy.copy(self)
+        other.options, other.timings, other.hand_floor = options, {}, None  # nothing priced
+        other.costs = other._restrict(self.nodes, [*self.edges, *self.loops])
+        other._build_problem()
+        return other
+
+    def _build_problem(self) -> None:
+        """The solver's problem from the step's costs and the pins' masks (``costs``)."""
         # the pins' excluded options stay impossible (self.costs has them at inf)
         costs = [np.where(np.isfinite(pinned), cost, np.inf)
                  for pinned, cost in zip(self.costs, self.step.node_costs, strict=True)]
         # shared reshards (one per tensor and layout) start relaxed (.shared_solve)
-        self.pricing = SharedPricing(step=self.step, edges=edges, strategies=self.strategies,
+        self.pricing = SharedPricing(step=self.step, edges=self.edges,
+                                     strategies=self.strategies,
                                      op_costs=costs, names=[op.name for op in self.ops],
                                      blocks=self.blocks, gap=self.options.gap)
         self.problem = self.pricing.problem()
-        return self
 
     def _restrict(self, nodes: list[NodeTerms], edges: list[Edge]) -> list[np.ndarray]:
         """Node costs with the options the pins exclude at inf (unchanged without pins)."""
@@ -655,6 +728,12 @@ class _Planner:
             notes.append(f"pricing the options took {spent:.1f} s of the {limit:g} s time "
                          f"limit, which covers pricing and search; raise --time-limit for a "
                          f"longer search")
+        if limit is None and solution.status is solver.SolveStatus.TIME_LIMIT \
+                and self.problem.windows:
+            notes.append(f"without --time-limit the search of the overlap windows stops its "
+                         f"exact phase after {EXACT_DEFAULT_S:g} s (uncut, it ran over 600 s "
+                         f"on GPT-2); the plan is the best found, with its gap; pass "
+                         f"--time-limit S to search longer")
         if self.hand_floor is not None:
             notes.append(f"the time limit cut the search short at a plan slower than hand plan "
                          f"{self.hand_floor.name} (--strategy {self.hand_floor.name}), which is "

@@ -87,7 +87,8 @@ class Verification:
                 "message": self.message}
 
 
-def verify(plan: Plan, graph: OpGraph, *, seed: int = 0, scale: bool = True) -> Verification:
+def verify(plan: Plan, graph: OpGraph, *, seed: int = 0, scale: bool = True,
+           progress: bool = False) -> Verification:
     """Emulate ``plan`` on a scaled-down copy of ``graph`` and judge it.
 
     Args:
@@ -96,6 +97,7 @@ def verify(plan: Plan, graph: OpGraph, *, seed: int = 0, scale: bool = True) -> 
             training step is rebuilt with the plan's optimizer and recomputation).
         seed: seeds the random inputs.
         scale: False runs at the graph's own sizes.
+        progress: a progress bar of the emulated ops on stderr (not for pipelined plans).
 
     Returns:
         A :class:`Verification`.
@@ -119,7 +121,7 @@ def verify(plan: Plan, graph: OpGraph, *, seed: int = 0, scale: bool = True) -> 
     full = planned_graph(plan, graph)
     check_tensor_records(plan, full)  # what export emits is what runs below
     small, dims = _scaled(plan, graph, full) if scale else (full, {})
-    result = emulate(plan, small, seed)
+    result = emulate(plan, small, seed, progress=progress)
     culprit = None if result.divergence is None else result.divergence.name
     return Verification(passed=result.passed, max_abs_err=result.max_abs_err,
                         max_rel_err=result.max_rel_err, scaled_dims=dims, culprit=culprit,

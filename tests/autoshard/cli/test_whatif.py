@@ -106,6 +106,21 @@ def test_explain_shortlist_zero_is_refused_and_count_zero_documented(saved) -> N
     assert "(0: every one re-solved)" in " ".join(run("explain", "--help").output.split())
 
 
+def test_explain_time_limit_is_checked_and_reported(saved) -> None:
+    plan = str(saved / "auto" / "plan.json")
+    refused = run("explain", plan, *MODEL, "--time-limit", "0")
+    assert refused.exit_code == 2
+    lines = refused.output.strip().splitlines()
+    assert len(lines) == 1 and "time limit 0.0 s is not positive" in lines[0]
+    # a limit spent before the first re-solve: every decision shows only its bound, and says so
+    spent = run("explain", plan, *MODEL, "--count", "3", "--shortlist", "3",
+                "--time-limit", "1e-9")
+    assert spent.exit_code == 0, spent.output
+    text = " ".join(spent.output.split())
+    assert "the time limit (1e-09 s, --time-limit) ran out after 0 of those 3" in text
+    assert text.count("(not re-solved)") == 3
+
+
 def test_diff_compares_and_writes_csv(saved, tmp_path) -> None:
     a, b = str(saved / "auto" / "plan.json"), str(saved / "megatron" / "plan.json")
     result = run("diff", a, b, "--csv", str(tmp_path / "diff.csv"))
