@@ -9,16 +9,18 @@ training step is given
   ``opt/``) run on the stage holding its chunk of layers (chunk ``c`` on stage ``c mod p``);
   ops outside the layers run on the first stage when the layers read them (embedding,
   positions), on the last otherwise (final norm, head, loss);
-- its **name in the stage model**: the layer index replaced by the layer's position in the
-  stage model: the first chunk's layers count from 0, the last chunk's end at ``k - 1`` (so
-  the embedding feeds stage-model layer 0 and stage-model layer ``k - 1`` feeds the head, as
-  in the stage model), positions past ``k - 1`` clipped (the periodic solve gives every layer
-  the same layouts).
+- its **name in the stage model**: the layer index replaced by the stage-model layer the
+  pricing charges that layer (:func:`~autoshard.planning.pipeline.stage_rows.counterpart`:
+  the first layer the stage model's first, as both read the embedding; the last its last, as
+  both feed the head; every other its second), so the emulator runs the layouts the plan
+  priced and its reports list.
 
 A value is named by its producer (the stage-model counterpart's output). A value passed
-between two layers that is not a producer/consumer pair of the stage model (the boundary
-between stages, or layers clipped together) copies the reshards of the stage model's own
-layer-to-layer edge with the same layer distance (between layers ``k - 2`` and ``k - 1``).
+between adjacent layers that is not a producer/consumer pair of the stage model (two layers
+that both copy the second) copies the reshards of the stage-model boundary the pricing
+charges (:func:`~autoshard.planning.pipeline.stage_rows.boundary_counterpart`); a value
+passed further copies the stage model's own edge with the same layer distance (ending at its
+last layer).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoshard.planning.layers import layer_of
+from autoshard.planning.pipeline.stage_rows import boundary_counterpart, counterpart
 from graphs import Op, OpGraph
 
 
@@ -40,13 +43,12 @@ class StageMap:
         self.stage_of: dict[int, int] = {}
         self.position: dict[int, int] = {}
         start = 0
+        self.layers = sum(counts)
         for chunk, count in enumerate(counts):
-            last = chunk == len(counts) - 1
             for offset in range(count):
                 layer = start + offset
                 self.stage_of[layer] = chunk % self.stages
-                at = self.k - count + offset if last and chunk else offset
-                self.position[layer] = min(max(at, 0), self.k - 1)
+                self.position[layer] = counterpart(layer, self.layers, self.k)
             start += count
         self.forward_ops = {op.name for op in forward.ops}
         self.first = _read_by_layers(forward)
@@ -89,8 +91,12 @@ class StageMap:
         if src is None or dst is None or self.k < 2 or abs(dst[0] - src[0]) >= self.k:
             return None
         gap = dst[0] - src[0]
-        at_src, at_dst = ((self.k - 1 - gap, self.k - 1) if gap >= 0
-                          else (self.k - 1, self.k - 1 + gap))
+        if abs(gap) == 1:  # adjacent layers: the boundary the pricing charges
+            later = boundary_counterpart(max(src[0], dst[0]), self.layers, self.k)
+            at_src, at_dst = (later - 1, later) if gap > 0 else (later, later - 1)
+        else:
+            at_src, at_dst = ((self.k - 1 - gap, self.k - 1) if gap >= 0
+                              else (self.k - 1, self.k - 1 + gap))
         pair = (self.tensor(tensor, producer, at_src), self.mapped(consumer, at_dst))
         return pair if pair in self.edges else None  # type: ignore[return-value]
 
