@@ -254,11 +254,12 @@ def plan_step_options() -> Decorator:
     )
 
 
-def saved_plan_model(plan: Any, model: str, options: Mapping[str, Any]) -> Any:
+def saved_plan_model(plan: Any, model: str | None, options: Mapping[str, Any]) -> Any:
     """The model a saved plan is checked against (``verify``, ``explain``, ``export
-    --model``): ``--model`` with the plan command's shape options, its batch from
-    ``--batch`` or the batch options read with the plan's own micro-batch count as the
-    default, as ``autoshard plan`` built the graph it planned."""
+    --model``): ``--model`` (``None``: the model plan.json names, when it is a zoo model or
+    a file here) with the plan command's shape options, its batch from ``--batch`` or the
+    batch options read with the plan's own micro-batch count as the default, as
+    ``autoshard plan`` built the graph it planned."""
     from autoshard.planning.batch import saved_plan_batches
     from autoshard.planning.model_source import SHAPE_OVERRIDES, load_model
     from autoshard.sharding.mesh import Mesh
@@ -267,7 +268,14 @@ def saved_plan_model(plan: Any, model: str, options: Mapping[str, Any]) -> Any:
                                  batch=options.get("batch"),
                                  **{k: options.get(k) for k in BATCH_OPTIONS})
     shapes = {k: options.get(k) for k in SHAPE_OVERRIDES}
-    return load_model(model, {**shapes, "batch": batches.graph_batch})
+    if model is not None:
+        return load_model(model, {**shapes, "batch": batches.graph_batch})
+    try:
+        return load_model(plan.model, {**shapes, "batch": batches.graph_batch})
+    except (AutoshardError, GraphError) as exc:
+        raise UsageError(f'the plan was made for "{plan.model}" (plan.json\'s model), which '
+                         f"does not load here ({exc}); pass --model with the zoo name, "
+                         "config.json or graph JSON it was planned with") from None
 
 
 def parse_links(specs: tuple[str, ...]) -> dict[str, str]:

@@ -36,9 +36,10 @@ from autoshard.planning.record import Plan
 
 @click.command("explain")
 @click.argument("plan_path", metavar="PLAN.json", type=PlanFileType())
-@click.option("--model", required=True,
+@click.option("--model", default=None,
               help="The zoo model, Hugging Face config.json or graph JSON file the plan was "
-                   "made for (with the same shape options).")
+                   "made for, with the same shape options (default: the model plan.json "
+                   "names).")
 @click.option("--tensor", default=None, help="Explain this tensor's layout (plan.json names).")
 @click.option("--op", "op_name", default=None, help="Explain this op's strategy.")
 @click.option("--limit", type=int, default=24, show_default=True,
@@ -68,7 +69,7 @@ def explain_command(**options: Any) -> None:
     run_explain(**options)
 
 
-def run_explain(*, plan_path: Path, model: str, tensor: str | None, op_name: str | None,
+def run_explain(*, plan_path: Path, model: str | None, tensor: str | None, op_name: str | None,
                 limit: int, count: int, shortlist: int, topology: str | None,
                 link_specs: tuple[str, ...], as_json_output: bool,
                 time_limit: float | None = None, **shape: Any) -> None:

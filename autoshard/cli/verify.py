@@ -50,9 +50,9 @@ FAILED_EXIT = 1
 
 @click.command("verify")
 @click.argument("plan_path", metavar="PLAN.json", type=PlanFileType())
-@click.option("--model", required=True,
+@click.option("--model", default=None,
               help="The zoo model, Hugging Face config.json or graph JSON file the plan "
-                   "was made for.")
+                   "was made for (default: the model plan.json names).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--full-size", is_flag=True,
               help="Emulate at the model's own sizes instead of a scaled-down copy (slow).")
@@ -72,7 +72,7 @@ def verify_command(**options: Any) -> None:
     run_verify(**options)
 
 
-def run_verify(*, plan_path: Path, model: str, seed: int, full_size: bool, write: bool,
+def run_verify(*, plan_path: Path, model: str | None, seed: int, full_size: bool, write: bool,
                topology: str | None, link_specs: tuple[str, ...], as_json: bool,
                training: bool | None = None, optimizer: str | None = None,
                recompute: str | None = None, **shape: Any) -> None:
