@@ -17,6 +17,7 @@ Moves keep every memory row within the limit, so a plan that fits keeps fitting.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -29,20 +30,22 @@ Neighbours = list[list[tuple[int, np.ndarray]]]
 """Per node, its edges as (other node, cost matrix with this node's options as rows)."""
 
 
-def neighbours_of(ix: Indexed) -> Neighbours:
-    """Every node's edges, each matrix oriented with the node's options as rows."""
-    found: Neighbours = [[] for _ in range(ix.n)]
-    for u, v, matrix in ix.edges:
+def neighbours_of(count: int, edges: Iterable[tuple[int, int, np.ndarray]]) -> Neighbours:
+    """Each of ``count`` nodes' edges, each matrix oriented with the node's options as rows
+    (parallel edges stay apart: their costs add up in :func:`local_costs`)."""
+    found: Neighbours = [[] for _ in range(count)]
+    for u, v, matrix in edges:
         found[u].append((v, matrix))
         found[v].append((u, matrix.T))
     return found
 
 
-def local_costs(ix: Indexed, neighbours: Neighbours, x: np.ndarray, i: int) -> np.ndarray:
-    """Node ``i``'s cost per option with every other node held at ``x``: its own cost plus
-    its edges to the neighbours' current options."""
-    local = ix.costs[i].copy()
-    for j, matrix in neighbours[i]:
+def local_costs(cost: np.ndarray, edges: list[tuple[int, np.ndarray]],
+                x: np.ndarray) -> np.ndarray:
+    """A node's cost per option with every other node held at ``x``: its own ``cost`` plus
+    its ``edges`` (from :func:`neighbours_of`) to the neighbours' current options."""
+    local = np.array(cost, dtype=float)
+    for j, matrix in edges:
         local += matrix[:, x[j]]
     return local
 
@@ -55,7 +58,7 @@ def descend(ix: Indexed, x: np.ndarray, deadline: float | None = None,
     if ix.windows or ix.n == 0:
         return x
     x = np.array(x, dtype=np.intp)
-    neighbours = neighbours_of(ix)
+    neighbours = neighbours_of(ix.n, ix.edges)
     rows_of: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(ix.n)]
     for r, row in enumerate(ix.rows):
         for node, vec in row:
@@ -65,7 +68,7 @@ def descend(ix: Indexed, x: np.ndarray, deadline: float | None = None,
     for _ in range(sweeps):
         moved = False
         for i in range(ix.n):
-            local = local_costs(ix, neighbours, x, i)
+            local = local_costs(ix.costs[i], neighbours[i], x)
             for r, vec in rows_of[i]:
                 local[sums[r] - vec[x[i]] + vec > limit] = np.inf
             best = int(np.argmin(local))

@@ -281,7 +281,7 @@ def _late(deadline: float | None) -> bool:
 def repair(ix: Indexed, memory: list[np.ndarray], fit: np.ndarray, cheap: np.ndarray
            ) -> np.ndarray:
     """Move a fitting plan toward a cheaper over-budget one, then polish it."""
-    nbrs = neighbours_of(ix)
+    nbrs = neighbours_of(ix.n, ix.edges)
     candidates = [_prefix_cut(ix, nbrs, memory, fit, cheap),
                   _component_swaps(ix, nbrs, memory, fit, cheap)]
     best = min(candidates, key=ix.evaluate)
@@ -294,7 +294,7 @@ def _prefix_cut(ix, nbrs, memory, fit, cheap) -> np.ndarray:
     cost, best_cost, best_t = 0.0, 0.0, -1
     differ = np.flatnonzero(fit != cheap)
     for t, i in enumerate(differ):
-        vals = local_costs(ix, nbrs, x, i)
+        vals = local_costs(ix.costs[i], nbrs[i], x)
         cost += vals[cheap[i]] - vals[x[i]]
         mem += memory[i][cheap[i]] - memory[i][x[i]]
         x[i] = cheap[i]

@@ -46,10 +46,10 @@ def restricted(ix: Indexed, keep: list[np.ndarray]) -> Indexed:
 def around(ix: Indexed, x: np.ndarray, k: int) -> list[np.ndarray]:
     """Per node: its option in ``x`` and the ``k`` options cheapest with every other node
     held at ``x`` (ties by option number)."""
-    neighbours = neighbours_of(ix)
+    neighbours = neighbours_of(ix.n, ix.edges)
     keep = []
     for i in range(ix.n):
-        order = np.argsort(local_costs(ix, neighbours, x, i), kind="stable")[:k]
+        order = np.argsort(local_costs(ix.costs[i], neighbours[i], x), kind="stable")[:k]
         keep.append(np.union1d(order, [x[i]]).astype(np.intp))
     return keep
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from solver.descent import local_costs, neighbours_of
 from solver.problem import ChoiceProblem
 from solver.span_rows import SpanRows
 
@@ -43,10 +44,7 @@ def descend_problem(problem: ChoiceProblem, choices: Sequence[int],
     n = problem.num_nodes
     if problem.windows or n == 0:
         return tuple(int(c) for c in x)
-    neighbours: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(n)]
-    for u, v, matrix in problem.edges:
-        neighbours[u].append((v, matrix))
-        neighbours[v].append((u, matrix.T))
+    neighbours = neighbours_of(n, problem.edges)
     runs = _runs(problem)
     frozen = _frozen(problem, runs)
     limit = np.inf if problem.memory_limit is None else float(problem.memory_limit)
@@ -56,9 +54,7 @@ def descend_problem(problem: ChoiceProblem, choices: Sequence[int],
         for i in range(n):
             if i in frozen:
                 continue
-            local = np.array(problem.node_costs[i], dtype=float)
-            for j, matrix in neighbours[i]:
-                local += matrix[:, x[j]]
+            local = local_costs(problem.node_costs[i], neighbours[i], x)
             for first, stop, vec in runs[i]:
                 local[sums[first:stop].max() - vec[x[i]] + vec > limit] = np.inf
             best = int(np.argmin(local))
