@@ -45,10 +45,10 @@ def descend_problem(problem: ChoiceProblem, choices: Sequence[int],
     if problem.windows or n == 0:
         return tuple(int(c) for c in x)
     neighbours = neighbours_of(n, problem.edges)
-    runs = _runs(problem)
-    frozen = _frozen(problem, runs)
+    runs = runs_of(problem)
+    frozen = frozen_nodes(problem, runs)
     limit = np.inf if problem.memory_limit is None else float(problem.memory_limit)
-    sums = _row_sums(problem, x, runs)
+    sums = row_sums_of(problem, x, runs)
     for _ in range(MAX_SWEEPS):
         moved = False
         for i in range(n):
@@ -72,7 +72,7 @@ def descend_problem(problem: ChoiceProblem, choices: Sequence[int],
     return found
 
 
-def _runs(problem: ChoiceProblem) -> list[list[Run]]:
+def runs_of(problem: ChoiceProblem) -> list[list[Run]]:
     """Per node, the runs of rows its terms live over."""
     runs: list[list[Run]] = [[] for _ in range(problem.num_nodes)]
     if problem.memory_limit is None:
@@ -87,7 +87,7 @@ def _runs(problem: ChoiceProblem) -> list[list[Run]]:
     return runs
 
 
-def _frozen(problem: ChoiceProblem, runs: list[list[Run]]) -> set[int]:
+def frozen_nodes(problem: ChoiceProblem, runs: list[list[Run]]) -> set[int]:
     """Nodes a single move must not change: tied in a group, or with overlapping runs."""
     frozen = {node for group in problem.groups or () if len(group) > 1 for node in group}
     for node, mine in enumerate(runs):
@@ -97,7 +97,7 @@ def _frozen(problem: ChoiceProblem, runs: list[list[Run]]) -> set[int]:
     return frozen
 
 
-def _row_sums(problem: ChoiceProblem, x: np.ndarray, runs: list[list[Run]]) -> np.ndarray:
+def row_sums_of(problem: ChoiceProblem, x: np.ndarray, runs: list[list[Run]]) -> np.ndarray:
     """Every memory row's sum at ``x``, from the runs (rows no run reaches hold 0)."""
     count = max((stop for mine in runs for _, stop, _ in mine), default=0)
     delta = np.zeros(count + 1)

@@ -76,7 +76,9 @@ class Restriction:
         """The memory-constrained ``pinned`` problem without the pins: its Infeasible
         certificate (the smallest unpinned peak), or None when it has a plan (then the pins
         are what does not fit). The unconstrained optimum is tried first: when it fits, no
-        memory rows are needed to know a plan exists."""
+        memory rows are needed to know a plan exists; then a plan that fits found without a
+        search (``solver.fitting_plan``: the leanest plan, or that optimum repaired); only
+        then the constrained search, for the certificate."""
         # the ops' costs without the pins; shared reshards' nodes keep theirs
         costs = [n.cost for n in self.nodes] + list(pinned.node_costs[len(self.nodes):])
         quick = solver.solve(solver.ChoiceProblem(node_costs=costs, edges=pinned.edges,
@@ -87,6 +89,8 @@ class Restriction:
         free = solver.ChoiceProblem(node_costs=costs, edges=pinned.edges,
                                     liveness=pinned.liveness,
                                     memory_limit=pinned.memory_limit, blocks=pinned.blocks)
+        if solver.fitting_plan(free, quick.choices) is not None:
+            return None  # a plan fits without the pins: no search needed to say so
         try:
             solver.solve(free, backend=backend, gap=gap)
         except solver.Infeasible as exc:
