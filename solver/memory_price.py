@@ -289,6 +289,13 @@ class _PriceSearch:
                 return
             if found.fits:
                 break
+            if self.cut_side is None and low is not None and low.price > 0 \
+                    and found.bound < low.bound:
+                # no price has made a plan fit, and the dual has turned down: the bound (the
+                # only thing a higher price still offers; repaired plans are as good below)
+                # falls from here on (llama3-70b dp=2,fsdp=4,tp=8: five probes past the
+                # turn, 25 s, no better bound or plan)
+                return
             low = found
             price *= PRICE_GROWTH
         while len(self.probes) < MAX_PROBES and low is not None and not self.done():

@@ -8,6 +8,8 @@ the check does not), and small cases worked by hand.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -164,3 +166,33 @@ def test_a_fitting_plan_is_the_leanest_when_it_fits_else_the_repair() -> None:
     found = fitting_plan(tight, (0, 0))
     assert found in ((0, 1), (1, 0))
     assert _peak(tight, rows, found) <= 15.0
+
+
+def test_prices_stop_growing_once_the_dual_turns_down_while_only_repairs_fit(monkeypatch):
+    """Probes whose own plans never fit, with bounds 1, 3, 2, 5, ... as the price grows: the
+    search stops at the first fall (the third probe after the ceiling), since only the bound
+    could still improve and the Lagrangian dual is concave in the price."""
+    from solver import memory_price
+    from solver.clock import Clock
+
+    problem = _lowered_row_chain()
+    chain = find_chain(problem)
+    assert chain is not None
+    row = memory_price.priced_row(problem, chain)
+    bounds = iter([0.5, 1.0, 3.0, 2.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    tried = []
+
+    def probe(self, price, pdlp_iterations=None):
+        tried.append(price)
+        found = memory_price.Probe(price=price, bound=next(bounds), choices=(1,) * 6, cost=6.0,
+                                   priced_bytes=0.0, fits=False)
+        self.probes.append(found)
+        if self.cut_side is None:
+            self.repaired.append(dataclasses.replace(found, choices=(2,) * 6, fits=True))
+        return found
+
+    monkeypatch.setattr(memory_price._PriceSearch, "probe", probe)
+    search = memory_price._PriceSearch(problem, chain, row, Clock(None), 1e-6, None)
+    search.run(1.0)
+    assert len(tried) == 4  # the ceiling, then 1.0, 3.0 and the fall to 2.0
+    assert tried[1:] == sorted(tried[1:])
