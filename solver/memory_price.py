@@ -454,8 +454,10 @@ def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
 
     The row priced first is the one where ``free_choices`` (the optimum without memory
     rows, when the caller has it) peaks: the row that plan must come down on. If the search
-    leaves a gap, the row where its cheapest non-fitting plan peaks is priced next (each
-    round's bound is valid; the best is kept). ``incumbent``: the caller's plan, a probe's
+    leaves a gap, the row where its cheapest non-fitting plan peaks is priced next (where no
+    price made a plan fit, the row where the plan of the highest price peaks: the row that
+    kept even the leanest priced plan over; each round's bound is valid, the best is kept).
+    ``incumbent``: the caller's plan, a probe's
     first plan only if the time runs out before the probe finds one
     (``solve_periodic(rescue=)``)."""
     if problem.memory_limit is None or not problem.memory_rows():
@@ -481,6 +483,9 @@ def solve_priced(problem: ChoiceProblem, chain: Chain, clock: Clock, gap: float,
         if best is None or search.done() or not cheap:
             break
         index = peak_row(problem, min(cheap, key=lambda p: p.cost).choices)
+        if search.cut_side is None:
+            # no price made a plan fit: the row that kept the leanest priced plan over
+            index = peak_row(problem, search.probes[0].choices)
     fitting = [p for p in probes if p.fits]
     if not fitting:
         return None

@@ -200,10 +200,11 @@ def best_tied_plan(problem: ChoiceProblem, chain: Chain, plans: Sequence[Sequenc
     """The cheapest plan that fits whose interior blocks take identical choices and whose
     every node takes an option one of ``plans`` takes at a node of its position (module
     docstring), with its cost; ``None`` when none fits in time. Searched within ``gap``."""
+    clock = Clock(time_limit)  # the quotient counts: its rows are the whole problem's
     small, rep, kept = quotient(problem, chain, plans)
     try:
-        answer = solve_graph(small, Clock(time_limit), "auto", True, gap, None,
-                             sizes_of(small), peak_search=False)
+        answer = solve_graph(small, clock, "auto", True, gap, None, sizes_of(small),
+                             peak_search=False)
     except (Infeasible, NoSolutionError):
         return None
     choices = tuple(int(kept[q][answer.choices[q]]) for q in rep)

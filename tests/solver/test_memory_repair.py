@@ -196,3 +196,39 @@ def test_prices_stop_growing_once_the_dual_turns_down_while_only_repairs_fit(mon
     search.run(1.0)
     assert len(tried) == 4  # the ceiling, then 1.0, 3.0 and the fall to 2.0
     assert tried[1:] == sorted(tried[1:])
+
+
+def test_the_second_row_priced_is_where_the_leanest_priced_plan_peaks(monkeypatch) -> None:
+    """Six one-node layers, options (cost; bytes in rows A and B): 0 (0; 10, 0), 1 (1; 1,
+    10), 2 (5; 2, 1), limit 20. The free optimum (all 0) peaks in row A, so A is priced
+    first; option 1 is the leanest there, so no price of A makes a plan fit (all 1 holds 60
+    bytes in B). The next row priced is B, where the ceiling's plan peaks (the cheapest plan
+    that does not fit peaks in A again, which ended the search before)."""
+    from solver import memory_price
+    from solver.clock import Clock
+    from solver.graph_search import sizes_of
+
+    layers = 6
+    costs = [np.array([0.0, 1.0, 5.0])] * layers
+    edges = [(k, k + 1, np.zeros((3, 3))) for k in range(layers - 1)]
+    row_a = tuple((k, np.array([10.0, 1.0, 2.0])) for k in range(layers))
+    row_b = tuple((k, np.array([0.0, 10.0, 1.0])) for k in range(layers))
+    problem = ChoiceProblem(node_costs=costs, edges=edges, liveness=[row_a, row_b],
+                            memory_limit=20.0, blocks=tuple((k,) for k in range(layers)))
+    free = (0,) * layers
+    priced_rows = []
+    original = memory_price.priced_row
+
+    def recording(problem, chain, index=None):
+        priced_rows.append(index)
+        return original(problem, chain, index)
+
+    monkeypatch.setattr(memory_price, "priced_row", recording)
+    chain = find_chain(problem)
+    assert chain is not None
+    answer = solve_priced(problem, chain, Clock(None), 1e-6, sizes_of(problem),
+                          problem.evaluate(free), free)
+    assert priced_rows == [0, 1]
+    _, best = exhaustive(problem)
+    assert answer is not None and answer.objective >= best - 1e-9
+    assert answer.bound <= best + 1e-9
