@@ -388,6 +388,14 @@ class ChoiceProblem:
             return None
         return np.array([sum(float(vec[choices[n]]) for n, vec in row) for row in rows])
 
+    def memory_row_entries(self) -> int:
+        """How many option entries the memory rows hold written out term by term: the size a
+        MIP with every row pays for (spans counted without building their rows)."""
+        if isinstance(self.liveness, SpanRows):
+            return sum((span.stop - span.first) * span.vector.size
+                       for span in self.liveness.spans)
+        return sum(vec.size for row in self.memory_rows() for _, vec in row)
+
     def memory_totals(self) -> list[np.ndarray]:
         """Per node, the bytes each option adds summed over every memory row (zeros without
         memory): compiled row sums when the rows were checked, term by term otherwise."""

@@ -220,3 +220,20 @@ def test_the_run_mix_for_problems_with_windows_is_a_fitting_run_from_one_end(see
     assert choices in runs
     assert problem.peak_memory(choices) <= problem.memory_limit
     assert cost == pytest.approx(problem.evaluate(choices)) and cost < fitting.cost
+
+
+def test_without_a_limit_a_large_problem_keeps_its_priced_plan(monkeypatch) -> None:
+    """The tied search cannot raise the bound; without a time limit it runs only where the
+    memory rows are small. With the threshold below this problem's rows the answer is the
+    priced plan and its gap; above them, the tied search's (the test before)."""
+    from solver import api
+
+    problem = _duality_gap_problem()
+    assert problem.memory_row_entries() == 8  # one row, four nodes of two options
+    monkeypatch.setattr(api, "TIED_MAX_ROW_ENTRIES", 7)
+    kept = solve(problem)
+    assert kept.stats.backend == "priced"
+    assert kept.objective == pytest.approx(2.0) and kept.bound <= 2.0 + 1e-9
+    assert not kept.optimal
+    timed = solve(problem, time_limit=60.0)  # a time limit ends the tied search: it runs
+    assert timed.stats.backend != "priced"
