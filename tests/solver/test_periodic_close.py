@@ -180,7 +180,8 @@ def test_fixing_with_inexact_duals_keeps_a_true_bound(seed, layers, options, noi
         closed = close_gap(lp, agg, duals, incumbent, None, 0.0)
         assert closed.bound <= best + 1e-9
     weight, integral = column_weights(lp, agg)
-    assert (weight[lp.form.num_x:] > 0).any()  # edge variables are fixable too
+    if lp.form.num_vars > lp.form.num_x:  # (the reductions may leave no edge: seed 9701)
+        assert (weight[lp.form.num_x:] > 0).any()  # edge variables are fixable too
     assert integral.any()
 
 
