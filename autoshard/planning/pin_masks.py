@@ -13,6 +13,7 @@ option satisfies together, pinned neighbours that no reshard connects.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,18 +73,21 @@ class Restriction:
                                 f"reach ({'; '.join(rules[:4])})", rules=rules)
 
     def unpinned_infeasible(self, pinned: Any, backend: str, gap: float,
-                            peak: Callable[[Sequence[int]], float]) -> Any:
+                            peak: Callable[[Sequence[int]], float],
+                            time_limit: float | None = None) -> Any:
         """The memory-constrained ``pinned`` problem without the pins: its Infeasible
         certificate (the smallest unpinned peak), or None when it has a plan (then the pins
         are what does not fit). The unconstrained optimum is tried first: when it fits, no
         memory rows are needed to know a plan exists; then a plan that fits found without a
         search (``solver.fitting_plan``: the leanest plan, or that optimum repaired); only
-        then the constrained search, for the certificate."""
+        then the constrained search, for the certificate, within ``time_limit`` (what the
+        plan's own limit leaves; a verdict cut short bounds the peak instead of proving it)."""
         # the ops' costs without the pins; shared reshards' nodes keep theirs
         costs = [n.cost for n in self.nodes] + list(pinned.node_costs[len(self.nodes):])
+        began = time.perf_counter()
         quick = solver.solve(solver.ChoiceProblem(node_costs=costs, edges=pinned.edges,
                                                   blocks=pinned.blocks),
-                             backend=backend, gap=gap)
+                             time_limit=time_limit, backend=backend, gap=gap)
         if peak(quick.choices) <= pinned.memory_limit:
             return None
         free = solver.ChoiceProblem(node_costs=costs, edges=pinned.edges,
@@ -91,8 +95,10 @@ class Restriction:
                                     memory_limit=pinned.memory_limit, blocks=pinned.blocks)
         if solver.fitting_plan(free, quick.choices) is not None:
             return None  # a plan fits without the pins: no search needed to say so
+        left = None if time_limit is None else max(
+            time_limit - (time.perf_counter() - began), 0.01)
         try:
-            solver.solve(free, backend=backend, gap=gap)
+            solver.solve(free, time_limit=left, backend=backend, gap=gap)
         except solver.Infeasible as exc:
             return exc
         return None

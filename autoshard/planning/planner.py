@@ -620,7 +620,8 @@ class _Planner:
             problem = constrained(self.pricing.problem())
             if self.masks:  # blame the pins only when some plan fits without them
                 unpinned = self.restriction.unpinned_infeasible(
-                    problem, options.backend, options.gap, self.memory.constrained_peak)
+                    problem, options.backend, options.gap, self.memory.constrained_peak,
+                    remaining())
                 if unpinned is None:
                     raise self.restriction.memory_error(float(exc.min_peak) + options.reserve,
                                                         float(limit), exact=exc.exact) from None

@@ -123,6 +123,29 @@ def test_pins_that_do_not_fit_in_memory_name_the_rules_that_hold_the_most() -> N
     assert "rule 2 of test.toml (opt/*) holds" in str(error.value)
 
 
+def test_the_pins_memory_verdict_keeps_to_the_time_limit(monkeypatch) -> None:
+    """Every solve behind a pinned memory error, the search without the pins included, is
+    given what the plan's time limit leaves (it had none: an unbounded constrained search)."""
+    import solver
+
+    graph = zoo.build("gpt2", layers=2, batch=4, seq=64, hidden=512, heads=8, vocab=4096)
+    limits = []
+    original = solver.solve
+
+    def recording(problem, *args, **kwargs):
+        limits.append(kwargs.get("time_limit"))
+        return original(problem, *args, **kwargs)
+
+    monkeypatch.setattr(solver, "solve", recording)
+    replicated = pins({"tensors": "*", "role": "param", "placements": ["R", "R"]},
+                      {"tensors": "opt/*", "placements": ["R", "R"]})
+    with pytest.raises(PinnedMemoryError):
+        autoshard.plan(graph, MESH, training=True, pins=replicated, memory_limit=130e6,
+                       time_limit=60.0)
+    assert len(limits) >= 3  # the pinned search, then the unpinned optimum and search
+    assert all(limit is not None and 0 < limit <= 60.0 for limit in limits)
+
+
 def test_memory_errors_blame_no_pin_when_nothing_fits_anyway(graph) -> None:
     with pytest.raises(autoshard.errors.MemoryTooSmallError):
         autoshard.plan(graph, MESH, training=True, memory_limit=2**20,
