@@ -232,3 +232,60 @@ def test_the_second_row_priced_is_where_the_leanest_priced_plan_peaks(monkeypatc
     _, best = exhaustive(problem)
     assert answer is not None and answer.objective >= best - 1e-9
     assert answer.bound <= best + 1e-9
+
+
+def test_a_plan_is_repaired_only_when_it_is_cheaper_than_the_best_that_fits(monkeypatch):
+    """With a fitting plan at cost 10 in hand, a plan that does not fit at cost 5 is
+    repaired, one at cost 12 is not (its repair could only add cost before the descent);
+    the repaired plan is a candidate but not the block mix's fitting side."""
+    from solver import memory_price
+    from solver.clock import Clock
+
+    problem = _lowered_row_chain()
+    chain = find_chain(problem)
+    assert chain is not None
+    search = memory_price._PriceSearch(problem, chain, memory_price.priced_row(problem, chain),
+                                       Clock(None), 1e-6, None)
+    repaired = []
+
+    def fake_repair(problem, choices, deadline=None):
+        repaired.append(choices)
+        return (2, 1, 2, 2, 2, 2)  # the leanest plan: it fits (11 bytes)
+
+    monkeypatch.setattr(memory_price, "repair", fake_repair)
+    fitting = memory_price.Probe(price=1.0, bound=0.0, choices=(2,) * 6, cost=10.0,
+                                 priced_bytes=0.0, fits=True)
+    search.probes.append(fitting)
+    for cost, choices in ((5.0, (0,) * 6), (12.0, (1,) * 6)):
+        found = memory_price.Probe(price=0.5, bound=0.0, choices=choices, cost=cost,
+                                   priced_bytes=0.0, fits=False)
+        if search._worth_repairing(found):
+            search._repair(found)
+    assert repaired == [(0,) * 6]
+    assert search.repaired[0].repaired and search.repaired[0].fits
+    assert search.cut_side is fitting  # the cuts and the mix keep the probe's own plan
+
+
+def test_the_block_mix_mixes_with_the_probes_own_fitting_plan(monkeypatch) -> None:
+    from solver import memory_price
+    from solver.clock import Clock
+
+    problem = _lowered_row_chain()
+    chain = find_chain(problem)
+    assert chain is not None
+    sides = []
+
+    def fake_mixed(problem, chain, cheap, fitting, clock):
+        sides.append((cheap.cost, fitting.cost))
+        return (2, 1, 2, 2, 2, 2), 9.0
+
+    monkeypatch.setattr(memory_price, "_mixed", fake_mixed)
+
+    def probe(cost, fits, repaired=False):
+        return memory_price.Probe(price=1.0, bound=0.0, choices=(2,) * 6, cost=cost,
+                                  priced_bytes=0.0, fits=fits, repaired=repaired)
+
+    probes = [probe(10.0, True), probe(8.0, True, repaired=True), probe(5.0, False)]
+    _, how = memory_price._best_plan(problem, chain, probes, 0.0, 1e-6, Clock(None))
+    assert sides == [(5.0, 10.0)]  # mixed with the probe's own plan, not the repaired one
+    assert how is None  # the repaired plan (8) is cheaper than the mix (9): it is the answer
