@@ -43,8 +43,9 @@ REPAIR_SECONDS = 2.0
 def repair(problem: ChoiceProblem, choices: Sequence[int],
            deadline: float | None = None) -> tuple[int, ...] | None:
     """``choices`` moved, one node at a time, until every memory row is within the limit,
-    then descended; ``None`` when no sequence of such moves fits, the problem has windows
-    (not pairwise) or no memory limit, or ``deadline`` (a ``perf_counter`` time) passes."""
+    then descended; ``None`` when the moves stall above the limit (no single move lowers
+    the peak within the rules), the problem has windows (not pairwise) or no memory limit,
+    or ``deadline`` (a ``perf_counter`` time) passes."""
     if problem.memory_limit is None or problem.windows or problem.num_nodes == 0:
         return None
     x = np.array(choices, dtype=np.intp)
