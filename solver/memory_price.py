@@ -26,20 +26,20 @@ non-fitting plan cross (Kelley's cutting planes in one dimension; the unconstrai
 when the caller has it, is the non-fitting plan at price 0, so a first price that already fits
 is cut too). Finally the best fitting plan and each cheaper one that did not fit are mixed block
 by block (:func:`_mixed`, :mod:`solver.block_mix`: a MIP optimal over every block-by-block mix
-of the two), which a plan with identical interior blocks cannot do; every probe's plan that does
-not fit is also moved under the limit by the cheapest single-node moves
-(:mod:`solver.memory_repair`) and kept as a candidate; where that still leaves more than
-``TIED_SEARCH_GAP``, the best tied plan over the options the probes' plans use (:func:`_tied`,
-:mod:`solver.tied_plan`: a plan inside the hull of (memory, cost), which no price asks for) is
-the last candidate. With one memory row that binds, the Lagrangian dual is the lower convex hull
-of the plans' (memory, cost) points at the limit, and a mix of the two plans beside the limit
-reaches that hull up to one block's worth and the junctions: what is left is the periodic LP's
-own gap at the price. A gap above ``TIGHTEN_GAP`` then gets one more look at the bound at the
-last cut's price: the periodic LP alone, by PDLP with adaptive restarts (:func:`_tighten`,
-:mod:`solver.periodic_bound`). The probes themselves stop after their first LP when it is PDLP's
-(``solve_periodic(probe=True)``): the mix, not a polish, is what improves their plans; and
-those before the first cut, which only look for where plans start to fit, stop PDLP sooner
-(``EXPLORE_PDLP_ITERATIONS``).
+of the two), which a plan with identical interior blocks cannot do; a probe's plan that does not
+fit and costs less than the best that fits is also moved under the limit by the cheapest
+single-node moves (:mod:`solver.memory_repair`) and kept as a candidate; where that still leaves
+more than ``TIED_SEARCH_GAP``, the best tied plan over the options the probes' plans use
+(:func:`_tied`, :mod:`solver.tied_plan`: a plan inside the hull of (memory, cost), which no
+price asks for) is the last candidate. With one memory row that binds, the Lagrangian dual is
+the lower convex hull of the plans' (memory, cost) points at the limit, and a mix of the two
+plans beside the limit reaches that hull up to one block's worth and the junctions: what is left
+is the periodic LP's own gap at the price. A gap above ``TIGHTEN_GAP`` then gets one more look
+at the bound at the last cut's price: the periodic LP alone, by PDLP with adaptive restarts
+(:func:`_tighten`, :mod:`solver.periodic_bound`). The probes themselves stop after their first
+LP when it is PDLP's (``solve_periodic(probe=True)``): the mix, not a polish, is what improves
+their plans; and those before the first cut, which only look for where plans start to fit, stop
+PDLP sooner (``EXPLORE_PDLP_ITERATIONS``).
 
 The bound is valid whatever price was tried; only the gap says how good the plan is. The caller
 decides whether a gap is small enough or the tied search must still run.
