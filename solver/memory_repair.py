@@ -32,7 +32,7 @@ import numpy as np
 
 from solver.descent import local_costs, neighbours_of
 from solver.problem import ChoiceProblem
-from solver.problem_descent import Run, descend_problem, row_sums_of, runs_of
+from solver.problem_descent import Run, descend_problem, row_sums_of, runs_of, tied_nodes
 
 MAX_ROUNDS = 10_000  # rounds of scored moves at most (a bound only)
 # the time a caller gives one repair: 0.3-0.6 s on llama3-70b's 8,030 nodes, 0.7-1.3 s on
@@ -54,7 +54,7 @@ def repair(problem: ChoiceProblem, choices: Sequence[int],
     sums = row_sums_of(problem, x, runs)
     if not sums.size:
         return None
-    tied = {node for group in problem.groups or () if len(group) > 1 for node in group}
+    tied = tied_nodes(problem)  # overlapping runs are fine here: _changes adds them up
     neighbours = neighbours_of(problem.num_nodes, problem.edges)
     alive = _alive_at(runs, tied)
     for _ in range(MAX_ROUNDS):

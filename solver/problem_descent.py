@@ -87,9 +87,14 @@ def runs_of(problem: ChoiceProblem) -> list[list[Run]]:
     return runs
 
 
+def tied_nodes(problem: ChoiceProblem) -> set[int]:
+    """Nodes tied to others in a group (options chosen together): no single move for them."""
+    return {node for group in problem.groups or () if len(group) > 1 for node in group}
+
+
 def frozen_nodes(problem: ChoiceProblem, runs: list[list[Run]]) -> set[int]:
     """Nodes a single move must not change: tied in a group, or with overlapping runs."""
-    frozen = {node for group in problem.groups or () if len(group) > 1 for node in group}
+    frozen = tied_nodes(problem)
     for node, mine in enumerate(runs):
         ordered = sorted((first, stop) for first, stop, _ in mine)
         if any(b[0] < a[1] for a, b in itertools.pairwise(ordered)):
