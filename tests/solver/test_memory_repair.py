@@ -235,35 +235,43 @@ def test_the_second_row_priced_is_where_the_leanest_priced_plan_peaks(monkeypatc
 
 
 def test_a_plan_is_repaired_only_when_it_is_cheaper_than_the_best_that_fits(monkeypatch):
-    """With a fitting plan at cost 10 in hand, a plan that does not fit at cost 5 is
-    repaired, one at cost 12 is not (its repair could only add cost before the descent);
-    the repaired plan is a candidate but not the block mix's fitting side."""
+    """Probes (their periodic solves replaced by set plans) on the lowered-row chain, limit 13:
+    all option 2 fits at cost 30; then all option 1 (cost 6, 16 bytes) does not fit and is
+    cheaper, so it is repaired; then (2, 2, 2, 2, 2, 0) (cost 25, 20 bytes) does not fit but
+    a cheaper plan already fits (the repair's), so it is not. The repaired plan is the best,
+    but the cuts keep the probe's own fitting plan."""
+    import types
+
     from solver import memory_price
     from solver.clock import Clock
 
     problem = _lowered_row_chain()
     chain = find_chain(problem)
     assert chain is not None
+    plans = iter([(2,) * 6, (1,) * 6, (2, 2, 2, 2, 2, 0)])
+
+    def fake_periodic(priced, chain, clock, gap, sizes, **kwargs):
+        return types.SimpleNamespace(choices=next(plans), bound=0.0,
+                                     stats=types.SimpleNamespace(seconds=()))
+
+    repaired = []
+    original = memory_price.repair
+
+    def recording(problem, choices, deadline=None):
+        repaired.append(tuple(choices))
+        return original(problem, choices, deadline)
+
+    monkeypatch.setattr(memory_price, "solve_periodic", fake_periodic)
+    monkeypatch.setattr(memory_price, "repair", recording)
     search = memory_price._PriceSearch(problem, chain, memory_price.priced_row(problem, chain),
                                        Clock(None), 1e-6, None)
-    repaired = []
-
-    def fake_repair(problem, choices, deadline=None):
-        repaired.append(choices)
-        return (2, 1, 2, 2, 2, 2)  # the leanest plan: it fits (11 bytes)
-
-    monkeypatch.setattr(memory_price, "repair", fake_repair)
-    fitting = memory_price.Probe(price=1.0, bound=0.0, choices=(2,) * 6, cost=10.0,
-                                 priced_bytes=0.0, fits=True)
-    search.probes.append(fitting)
-    for cost, choices in ((5.0, (0,) * 6), (12.0, (1,) * 6)):
-        found = memory_price.Probe(price=0.5, bound=0.0, choices=choices, cost=cost,
-                                   priced_bytes=0.0, fits=False)
-        if search._worth_repairing(found):
-            search._repair(found)
-    assert repaired == [(0,) * 6]
-    assert search.repaired[0].repaired and search.repaired[0].fits
-    assert search.cut_side is fitting  # the cuts and the mix keep the probe's own plan
+    first, second, third = (search.probe(price) for price in (1.0, 0.5, 0.25))
+    assert first.fits and not second.fits and not third.fits
+    assert third.cost == pytest.approx(25.0) and second.cost == pytest.approx(6.0)
+    assert repaired == [(1,) * 6]
+    assert search.best is search.repaired[0] and search.best.repaired
+    assert search.best.cost == pytest.approx(18.0)  # the exhaustive optimum, by hand above
+    assert search.cut_side is search.probes[0]  # the cuts keep the probe's own plan
 
 
 def test_the_block_mix_mixes_with_the_probes_own_fitting_plan(monkeypatch) -> None:
