@@ -24,6 +24,7 @@ from autoshard.errors import (
     UsageError,
     VerificationFailedError,
 )
+from autoshard.explain.context import WholeModelResolveWarning
 from autoshard.output_paths import file_in_the_way, write_refused
 from autoshard.planning.record import plan_file
 from costmodel import CostModelError, LaunchFloorWarning
@@ -114,10 +115,12 @@ class PlanFileType(click.Path):
         return plan_file(Path(super().convert(value, param, ctx)))
 
 
-PRODUCT_WARNINGS = (UnmodelledFieldsWarning, UnmappedOpsWarning, LaunchFloorWarning)
+PRODUCT_WARNINGS = (UnmodelledFieldsWarning, UnmappedOpsWarning, LaunchFloorWarning,
+                    WholeModelResolveWarning)
 """Warnings about the user's input (config fields not modelled, ops not mapped, a written link
-below the measured floor): each one is shown as one ``autoshard: warning:`` line when it
-happens (a link's once per message: the links of a pipelined plan are built twice)."""
+below the measured floor, explain's re-solves of a whole model): each one is shown as one
+``autoshard: warning:`` line when it happens (a link's once per message: the links of a
+pipelined plan are built twice)."""
 
 
 @contextmanager

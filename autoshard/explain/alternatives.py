@@ -19,8 +19,10 @@ from autoshard.errors import UsageError
 from autoshard.explain.context import (
     ExplainContext,
     resolve_each,
+    single_change,
     single_change_deltas,
     time_limit_note,
+    warn_if_whole_model,
 )
 from autoshard.planning.pin_masks import record_layout
 from autoshard.planning.pins import forced_pin
@@ -72,17 +74,22 @@ def explain_tensor(ctx: ExplainContext, name: str, limit: int = 0) -> Explanatio
     i, j = index[op.name], list(op.outputs).index(name)
     deltas = single_change_deltas(ctx)[i]
     layouts: dict[TensorSharding, float] = {}
+    options: dict[TensorSharding, list[int]] = {}
     for k, strategy in enumerate(ctx.prepared.strategies[i]):
         layout = record_layout(ctx.graph, name, strategy.outputs[j], ctx.links,
                                ctx.prepared.hbm_bw)
         layouts[layout] = min(layouts.get(layout, math.inf), float(deltas[k]))
+        options.setdefault(layout, []).append(k)
     chosen_layout = record_layout(ctx.graph, name,
                                   ctx.prepared.strategies[i][ctx.choices[i]].outputs[j],
                                   ctx.links, ctx.prepared.hbm_bw)
     candidates = [(bound, layout) for layout, bound in layouts.items() if layout != chosen_layout]
     candidates.sort(key=lambda item: (item[0], _text(item[1])))
+    warn_if_whole_model(ctx, i, _count(limit, len(candidates)), output=j)
     alternatives, note = _resolve_all(
-        ctx, [(_text(lay), bound, {"pins": forced_pin(name, lay)}) for bound, lay in candidates],
+        ctx, [(_text(lay), bound, {"pins": forced_pin(name, lay),
+                                   "start": single_change(ctx, i, options[lay], deltas)})
+              for bound, lay in candidates],
         limit, f"tensor {name}")
     record = plan.tensors[name]
     local = chosen_layout.local_shape(record.shape, even=False)
@@ -111,10 +118,13 @@ def explain_op(ctx: ExplainContext, name: str, limit: int = 0) -> Explanation:
     i = ctx.node_index()[name]
     deltas = single_change_deltas(ctx)[i]
     strategies = ctx.prepared.strategies[i]
-    candidates = sorted(((float(deltas[k]), s.label) for k, s in enumerate(strategies)
-                         if k != ctx.choices[i]), key=lambda item: (item[0], item[1]))
+    candidates = sorted(((k, (float(deltas[k]), s.label)) for k, s in enumerate(strategies)
+                         if k != ctx.choices[i]), key=lambda item: item[1])
+    warn_if_whole_model(ctx, i, _count(limit, len(candidates)))
     alternatives, note = _resolve_all(
-        ctx, [(label, bound, {"op_pins": {name: label}}) for bound, label in candidates],
+        ctx, [(label, bound, {"op_pins": {name: label},
+                              "start": single_change(ctx, i, [k], deltas)})
+              for k, (bound, label) in candidates],
         limit, f"op {name}")
     record, node = plan.ops[name], ctx.prepared.nodes[i]
     facts = {"kind": record.kind, "compute_s": record.compute_s, "comm_s": record.comm_s,
@@ -139,10 +149,10 @@ def _resolve_all(ctx: ExplainContext, candidates: list[tuple[str, float, dict[st
                  limit: int, what: str) -> tuple[tuple[Alternative, ...], str]:
     """Re-solve the ``limit`` candidates with the smallest bound (all when 0), sorted by the
     re-solved change (then by bound for the rest)."""
-    count = len(candidates) if limit <= 0 else min(limit, len(candidates))
+    count = _count(limit, len(candidates))
     base_s, base_peak = ctx.plan.objective.total_s, ctx.plan.peak_bytes_per_device
-    outcomes = resolve_each(ctx, [(forced.get("pins"), forced.get("op_pins"))
-                                  for _, _, forced in candidates[:count]],
+    outcomes = resolve_each(ctx, [(forced.get("pins"), forced.get("op_pins"),
+                                   forced.get("start")) for _, _, forced in candidates[:count]],
                             f"alternatives of {what}")
     done, rest = [], []
     for (text, bound, _), outcome in zip(candidates,
@@ -166,6 +176,11 @@ def _resolve_all(ctx: ExplainContext, candidates: list[tuple[str, float, dict[st
                  "bound (an upper bound of the change)")
     note += time_limit_note(ctx, len(done), count)
     return tuple(done + rest), note
+
+
+def _count(limit: int, candidates: int) -> int:
+    """How many of ``candidates`` alternatives are re-solved under ``--limit``."""
+    return candidates if limit <= 0 else min(limit, candidates)
 
 
 def _reshards(plan: Any, *, tensor: str | None = None, consumer: str | None = None

@@ -24,6 +24,7 @@ re-solved; the report says how many were (:meth:`ExplainContext.out_of_time`).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -91,16 +92,19 @@ class ExplainContext:
         return left is not None and left <= 0.0
 
     def resolve(self, extra: Pins | None = None,
-                op_pins: Mapping[str, str] | None = None) -> Outcome:
+                op_pins: Mapping[str, str] | None = None,
+                start: Sequence[int] | None = None) -> Outcome:
         """Re-solve with ``extra`` pins after the plan's own (they win) or ops forced, within
-        what is left of the time limit."""
+        what is left of the time limit, from ``start`` (:func:`single_change`) where it is a
+        plan of the re-solved problem: the answer is then never dearer than that one change,
+        even when the time limit cuts the search short."""
         pins = self.options.pins
         if extra is not None:
             pins = extra if pins is None else pins + extra
         options = replace(self.options, pins=pins, op_pins=op_pins, progress=False,
                           time_limit=self.left_s())
         try:
-            answer = replan_prepared(self.prepared, options, records=False)
+            answer = replan_prepared(self.prepared, options, records=False, start=start)
         except InfeasibleError as exc:
             return Outcome(total_s=None, peak_bytes=None, status=f"no plan fits: {exc}")
         except (AutoshardError, solver.SolverError) as exc:
@@ -110,19 +114,31 @@ class ExplainContext:
 
 
 def resolve_each(ctx: ExplainContext,
-                 forced: Sequence[tuple[Pins | None, Mapping[str, str] | None]],
+                 forced: Sequence[tuple[Pins | None, Mapping[str, str] | None,
+                                        Sequence[int] | None]],
                  what: str) -> list[Outcome | None]:
-    """Re-solve each ``(extra pins, op pins)`` in order (:meth:`ExplainContext.resolve`)
-    until the time limit runs out: None for those not re-solved. With ``ctx.progress``, a
-    status line on stderr names the re-solve running (``what`` k/n) and its elapsed time."""
+    """Re-solve each ``(extra pins, op pins, start)`` in order
+    (:meth:`ExplainContext.resolve`) until the time limit runs out: None for those not
+    re-solved. With ``ctx.progress``, a status line on stderr names the re-solve running
+    (``what`` k/n) and its elapsed time."""
     outcomes: list[Outcome | None] = []
-    for k, (pins, op_pins) in enumerate(forced, start=1):
+    for k, (pins, op_pins, start) in enumerate(forced, start=1):
         if ctx.out_of_time():
             outcomes.append(None)
             continue
         with status(f"re-solving {what} {k}/{len(forced)}", ctx.progress):
-            outcomes.append(ctx.resolve(pins, op_pins))
+            outcomes.append(ctx.resolve(pins, op_pins, start))
     return outcomes
+
+
+def single_change(ctx: ExplainContext, node: int, options: Sequence[int] | np.ndarray,
+                  deltas: np.ndarray) -> tuple[int, ...]:
+    """The plan's choices with op ``node`` switched to the cheapest of ``options`` by its
+    ``deltas`` (its row of :func:`single_change_deltas`): the plan whose change is an
+    alternative's single-change bound, and where its re-solve starts."""
+    options = np.asarray(options, dtype=np.int64)
+    best = int(options[np.argmin(deltas[options])])
+    return tuple(best if i == node else c for i, c in enumerate(ctx.choices))
 
 
 def time_limit_note(ctx: ExplainContext, done: int, planned: int) -> str:
@@ -225,3 +241,43 @@ def _evaluated_deltas(ctx: ExplainContext) -> list[np.ndarray]:
             delta[j] = problem.evaluate(changed) - base
         deltas.append(delta)
     return deltas
+
+
+def inner_layers(blocks: tuple[tuple[int, ...], ...] | None) -> frozenset[int]:
+    """The ops of every repeated layer but the first and the last. Why they stand for their
+    pattern only when no other tensor can: the solver solves a chain of identical layers as
+    one periodic problem, whose first and last layers may differ from the rest (they meet
+    the embedding and the head); a pin in an inner layer breaks the chain and the whole
+    model is solved as a graph (llama3-70b dp=8,tp=8: one such re-solve took minutes, against
+    seconds for a pin in the last layer). The pinned tensor is named in the report, so the
+    choice among equal bounds changes which tensor is shown, not what is claimed of it."""
+    if blocks is None or len(blocks) < 3:
+        return frozenset()
+    return frozenset(i for block in blocks[1:-1] for i in block)
+
+class WholeModelResolveWarning(UserWarning):
+    """Re-solves that pin an op of an inner layer solve the whole model (see
+    :func:`inner_layers`): the user is told before they start, with the way round."""
+
+
+def warn_if_whole_model(ctx: ExplainContext, node: int, count: int,
+                        output: int | None = None) -> None:
+    """Warn (:class:`WholeModelResolveWarning`) when ``count`` re-solves will pin op ``node``
+    (its output ``output``, for a tensor) inside the chain of identical layers. llama3-70b
+    dp=8,tp=8, a tensor of layer 40: a re-solve took 85 s (its LP alone 52 s), so the
+    default 23 of them ran past half an hour with only a status line on the screen."""
+    blocks = ctx.prepared.blocks
+    if count == 0 or node not in inner_layers(blocks):
+        return
+    block = next(b for b in blocks if node in b)
+    ops = ctx.prepared.ops
+    last = ops[blocks[-1][block.index(node)]]
+    what, same = (f"op {ops[node].name}", f"op {last.name}") if output is None else \
+        (f"tensor {ops[node].outputs[output]}", f"tensor {last.outputs[output]}")
+    each = "the re-solve" if count == 1 else f"each of the {count} re-solves"
+    warnings.warn(f"{what} is in layer {blocks.index(block)} of {len(blocks)} identical "
+                  f"layers: pinning it breaks the chain, so {each} solves the whole model, "
+                  "not one layer (85 s each on llama3-70b); pass "
+                  "--time-limit to bound the command or --limit to re-solve fewer, or explain "
+                  f"the same {same.split()[0]} in the last layer ({same.split()[1]}), whose "
+                  "re-solves stay periodic", WholeModelResolveWarning, stacklevel=3)

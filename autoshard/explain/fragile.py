@@ -9,7 +9,7 @@ layouts each, a solve per pair), so the search is two-staged:
    computed from the cost tables in one pass;
 2. tensors are grouped by layer pattern (``layers.*.attn.wq``: identical layers make the same
    decision), each group keeps its closest alternative by bound (among equal bounds, a tensor
-   of the first or last layer, whose re-solve stays periodic: :func:`_inner_layers`), and the
+   of the first or last layer, whose re-solve stays periodic: :func:`inner_layers`), and the
    ``shortlist`` groups with the smallest bounds are re-solved with that alternative pinned
    (each within what is left of the time limit, if one is given). The ``count`` smallest
    re-solved changes are reported (``count=0``: all of them, as ``--limit 0`` is every
@@ -30,7 +30,9 @@ import numpy as np
 from autoshard.explain.alternatives import NOT_RESOLVED, Alternative
 from autoshard.explain.context import (
     ExplainContext,
+    inner_layers,
     resolve_each,
+    single_change,
     single_change_deltas,
     time_limit_note,
 )
@@ -67,10 +69,11 @@ def fragile_decisions(ctx: ExplainContext, count: int = 10, shortlist: int = 20)
     chosen = candidates[:max(shortlist, count)]
     count = count or len(chosen)
     base_s, base_peak = ctx.plan.objective.total_s, ctx.plan.peak_bytes_per_device
-    outcomes = resolve_each(ctx, [(forced_pin(tensor, layout), None)
-                                  for _, _, tensor, layout in chosen], "fragile decisions")
+    outcomes = resolve_each(ctx, [(forced_pin(tensor, layout), None, start)
+                                  for _, _, tensor, layout, start in chosen],
+                            "fragile decisions")
     decisions = []
-    for (bound, pattern, tensor, layout), outcome in zip(chosen, outcomes, strict=True):
+    for (bound, pattern, tensor, layout, _), outcome in zip(chosen, outcomes, strict=True):
         if outcome is None:  # the time limit ran out: the bound only
             alternative = Alternative(placement=_text(layout), bound_s=bound)
         else:
@@ -102,14 +105,16 @@ def _order(alternative: Alternative) -> tuple[bool, bool, float]:
     return (True, False, math.inf)
 
 
-def _candidates(ctx: ExplainContext) -> tuple[list[tuple[float, str, str, TensorSharding]],
-                                              dict[str, int]]:
-    """Per layer pattern, the (bound, pattern, tensor, layout) of its closest alternative."""
+def _candidates(ctx: ExplainContext
+                ) -> tuple[list[tuple[float, str, str, TensorSharding, tuple[int, ...]]],
+                           dict[str, int]]:
+    """Per layer pattern, the (bound, pattern, tensor, layout, start) of its closest
+    alternative; ``start`` is the plan with that one change (:func:`single_change`)."""
     deltas = single_change_deltas(ctx)
     prepared = ctx.prepared
-    inner = _inner_layers(prepared.blocks)
+    inner = inner_layers(prepared.blocks)
     groups: dict[str, int] = {}
-    best: dict[str, tuple[float, str, str, TensorSharding]] = {}
+    best: dict[str, tuple[float, str, str, TensorSharding, int, np.ndarray]] = {}
     rank: dict[str, tuple[float, bool, str]] = {}
     cache: dict[tuple[Any, ...], list[tuple[TensorSharding, np.ndarray]]] = {}
     for i, op in enumerate(prepared.ops):
@@ -127,31 +132,18 @@ def _candidates(ctx: ExplainContext) -> tuple[list[tuple[float, str, str, Tensor
                 bound = float(deltas[i][options].min())
                 if layout == chosen or not np.isfinite(bound):
                     continue
-                item = (bound, pattern, name, layout)
+                item = (bound, pattern, name, layout, i, options)
                 if pattern not in best or _rank(item, i in inner) < rank[pattern]:
                     best[pattern], rank[pattern] = item, _rank(item, i in inner)
-    return list(best.values()), groups
+    return [(bound, pattern, name, layout, single_change(ctx, i, options, deltas[i]))
+            for bound, pattern, name, layout, i, options in best.values()], groups
 
 
-def _rank(item: tuple[float, str, str, TensorSharding], inner: bool
-          ) -> tuple[float, bool, str]:
+def _rank(item: tuple[Any, ...], inner: bool) -> tuple[float, bool, str]:
     """Which tensor stands for its pattern: the smallest bound; among equal bounds one outside
-    the inner layers (:func:`_inner_layers`), then the first name."""
-    bound, _, name, _ = item
+    the inner layers (:func:`~autoshard.explain.context.inner_layers`), then the first name."""
+    bound, _, name = item[:3]
     return (bound, inner, name)
-
-
-def _inner_layers(blocks: tuple[tuple[int, ...], ...] | None) -> frozenset[int]:
-    """The ops of every repeated layer but the first and the last. Why they stand for their
-    pattern only when no other tensor can: the solver solves a chain of identical layers as
-    one periodic problem, whose first and last layers may differ from the rest (they meet
-    the embedding and the head); a pin in an inner layer breaks the chain and the whole
-    model is solved as a graph (llama3-70b dp=8,tp=8: one such re-solve took minutes, against
-    seconds for a pin in the last layer). The pinned tensor is named in the report, so the
-    choice among equal bounds changes which tensor is shown, not what is claimed of it."""
-    if blocks is None or len(blocks) < 3:
-        return frozenset()
-    return frozenset(i for block in blocks[1:-1] for i in block)
 
 
 def _layouts(ctx: ExplainContext, cache: dict, strategies: tuple, name: str, j: int

@@ -267,8 +267,8 @@ class Answer:
     gap: float
 
 
-def replan_prepared(prepared: Any, options: PlanOptions, *, records: bool = True
-                    ) -> Plan | Answer:
+def replan_prepared(prepared: Any, options: PlanOptions, *, records: bool = True,
+                    start: Sequence[int] | None = None) -> Plan | Answer:
     """Plan again with ``options`` that differ from the prepared planner's only in their pins,
     op pins, time limit or progress, reusing its strategies, prices, reshard matrices, memory
     model and step problem (none depends on those options): only the pins' masks and the
@@ -277,6 +277,15 @@ def replan_prepared(prepared: Any, options: PlanOptions, *, records: bool = True
     pins that change the gradient sync (the memory model depends on it) are planned from
     scratch. Without ``records``, only the plan's :class:`Answer` (its objective is the
     decoded plan's step time, which the planner checks equal to 1e-9).
+
+    ``start``: one option index per op (the prepared planner's order) of a plan the caller
+    already has, e.g. ``explain``'s plan with one op switched to the alternative it asks
+    about. Where it obeys the new pins and fits, the search starts from it
+    (``solver.solve(incumbent=)``), so the answer is never dearer, even when the time limit
+    cuts the search short: a pin inside a tied layer sends llama3-70b's re-solve to the
+    whole 1 M-variable problem, whose LP alone takes longer than a re-solve's share of a
+    time limit, and a search cut short before its first plan returned a step far dearer
+    than the one-op change it was asked to improve on.
 
     Raises:
         ValueError: ``options`` differ in anything else.
@@ -287,7 +296,7 @@ def replan_prepared(prepared: Any, options: PlanOptions, *, records: bool = True
     if _deferred(prepared.options.pins) != _deferred(options.pins):
         return _Planner(prepared.graph, prepared.mesh, prepared.topology, prepared.links,
                         options).run(records=records)
-    return prepared.repinned(options).run(prepared=True, records=records)
+    return prepared.repinned(options, start).run(prepared=True, records=records)
 
 
 def _deferred(pins: Pins | None) -> bool:
@@ -361,6 +370,17 @@ def training_step_graph(graph: OpGraph, optimizer: str, recompute: str) -> OpGra
         raise UsageError(f"cannot build the training step of {graph.name}: {exc}") from None
 
 
+def _plan_of(choices: tuple[int, ...] | None, problem: solver.ChoiceProblem
+             ) -> tuple[int, ...] | None:
+    """``choices`` when they are a plan of ``problem`` at a finite cost (one option per
+    node, each allowed by the pins and every edge between them possible), else None."""
+    if choices is None or len(choices) != problem.num_nodes:
+        return None
+    if any(not 0 <= c < size for c, size in zip(choices, problem.sizes, strict=True)):
+        return None
+    return choices if math.isfinite(problem.evaluate(choices)) else None
+
+
 class _Planner:
     """One planning run; holds the per-run caches so that identical ops cost once."""
 
@@ -374,6 +394,7 @@ class _Planner:
         self.timings: dict[str, float] = {}
         self.forward, self.training = graph, False
         self.hand_floor: HandPlan | None = None  # the hand plan a cut-short search returned
+        self.start: tuple[int, ...] | None = None  # the caller's plan (replan_prepared)
         self.began = time.perf_counter()  # when the time limit started (reset by run)
 
     def run(self, *, prepared: bool = False, records: bool = True) -> Any:
@@ -503,10 +524,11 @@ class _Planner:
         self._build_problem()
         return self
 
-    def repinned(self, options: PlanOptions) -> _Planner:
+    def repinned(self, options: PlanOptions, start: Sequence[int] | None = None
+                 ) -> _Planner:
         """A copy of this prepared planner with other pins (:func:`replan_prepared`): the
         prices, reshard matrices, memory model and step problem are shared, the masks and
-        the solver's problem rebuilt."""
+        the solver's problem rebuilt; ``start`` is the plan its search starts from."""
         same = ("pins", "op_pins", "time_limit", "progress")
         differs = [f.name for f in dataclasses.fields(PlanOptions) if f.name not in same
                    and getattr(options, f.name) is not getattr(self.options, f.name)
@@ -517,6 +539,7 @@ class _Planner:
                              f"prepared planner depends on; use replan()")
         other = copy.copy(self)
         other.options, other.timings, other.hand_floor = options, {}, None  # nothing priced
+        other.start = None if start is None else tuple(int(c) for c in start)
         other.costs = other._restrict(self.nodes, [*self.edges, *self.loops])
         other._build_problem()
         return other
@@ -589,9 +612,14 @@ class _Planner:
 
         stop_when = over if self.memory.may_exceed(budget) else None
 
+        start_fits = self.start is not None and len(self.start) == len(self.ops) \
+            and self.memory.constrained_peak(self.start) <= budget
+
         def solve(p: solver.ChoiceProblem, incumbent: tuple[int, ...] | None, lazy: bool,
                   provisional: bool, **more: Any) -> solver.Solution:
             # what .shared_solve asks of each solve: a round's (lazy), a provisional answer
+            if incumbent is None and start_fits:
+                incumbent = _plan_of(self.start, p)
             return solver.solve(p, time_limit=remaining(), backend=options.backend,
                                 gap=options.gap, incumbent=incumbent, early_look=not lazy,
                                 provisional=provisional, **more)

@@ -9,16 +9,24 @@ the single-change bounds recomputed per tensor for the representative.
 
 from __future__ import annotations
 
+import dataclasses
 import time
+import warnings
 
 import numpy as np
 import pytest
 
 import autoshard
+import solver
+import solver.api as solver_api
 from autoshard.explain import explain_context, explain_tensor, fragile, fragile_decisions
 from autoshard.explain.alternatives import NOT_RESOLVED
-from autoshard.explain.context import single_change_deltas
-from autoshard.explain.fragile import _inner_layers, _layouts
+from autoshard.explain.context import (
+    WholeModelResolveWarning,
+    inner_layers,
+    single_change_deltas,
+)
+from autoshard.explain.fragile import _layouts
 from autoshard.planning import planner
 from autoshard.planning.pins import parse_pins
 from autoshard.planning.summary import layer_pattern
@@ -110,7 +118,7 @@ def test_a_pattern_is_re_solved_at_its_smallest_bound_outside_the_inner_layers(
     case: its first layer differs), and the first name is an inner layer's."""
     ctx = explain_context(auto, graph)
     blocks = ctx.prepared.blocks
-    inner = _inner_layers(blocks)
+    inner = inner_layers(blocks)
     assert inner, "the 4-layer model should have inner layers"
     deltas = single_change_deltas(ctx)
     if first_block_far:
@@ -162,3 +170,62 @@ def test_a_slow_re_solve_shows_a_status_line_when_asked(graph, auto, monkeypatch
     shown = explain_context(auto, graph, progress=True)
     fragile_decisions(shown, count=1, shortlist=1)
     assert "re-solving fragile decisions 1/1" in capfd.readouterr().err
+
+
+def test_a_re_solve_cut_short_returns_no_dearer_than_its_single_change(
+        graph, auto, monkeypatch) -> None:
+    """A search the time limit stops before it finds a plan returns the leanest one
+    (``solver.leanest``), far dearer than the plan it should improve on. Each re-solve is
+    given its alternative's single-change plan to start from, so its change is at most the
+    single-change bound; every solve here is made to end that way (its real answer swapped
+    for the leanest plan of its problem, status time limit)."""
+    solve_once, swapped = solver_api._solve, []
+
+    def cut_short(problem, *args, **kwargs):
+        answer = solve_once(problem, *args, **kwargs)
+        lean = solver_api.leanest(problem)
+        if lean is None or not np.isfinite(problem.evaluate(lean)):
+            return answer
+        swapped.append(problem.evaluate(lean) - answer.objective)
+        return dataclasses.replace(answer, choices=lean, objective=problem.evaluate(lean),
+                                   status=solver.SolveStatus.TIME_LIMIT)
+
+    ctx = explain_context(auto, graph)
+    monkeypatch.setattr(solver_api, "_solve", cut_short)
+    result = explain_tensor(ctx, "layers.2.attn.q.out", limit=4)
+    re_solved = [a for a in result.alternatives if a.delta_s is not None]
+    assert len(re_solved) == 4
+    assert max(swapped) > 1e-3  # the leanest plans are far dearer than the searches' own
+    for alternative in re_solved:
+        assert alternative.delta_s <= alternative.bound_s + 1e-12 * auto.objective.total_s
+
+
+def test_a_start_the_pins_exclude_is_not_used(graph, auto) -> None:
+    """The plan itself, given as the start of a re-solve whose pin excludes its layout, is
+    no plan of that problem: the re-solve runs as without a start (the solver would refuse
+    it as an incumbent)."""
+    ctx = explain_context(auto, graph)
+    name = "layers.2.attn.q.out"
+    other = next(p for p in ("S(0) S(1)", "R S(1)", "S(0) R", "R R")
+                 if p != " ".join(auto.tensors[name].placements))
+    pins = parse_pins({"pin": [{"tensors": name, "placements": other.split()}]}, "t.toml")
+    options = dataclasses.replace(ctx.options, pins=pins)
+    with_start = planner.replan_prepared(ctx.prepared, options, records=False,
+                                         start=ctx.choices)
+    without = planner.replan_prepared(ctx.prepared, options, records=False)
+    assert with_start.total_s == without.total_s
+
+
+def test_a_re_solve_that_leaves_the_chain_is_announced(graph, auto) -> None:
+    """A tensor of an inner layer: a warning before the re-solves, naming the same tensor in
+    the last layer; that tensor, whose re-solves stay periodic, gets none."""
+    ctx = explain_context(auto, graph)
+    with pytest.warns(WholeModelResolveWarning) as caught:
+        explain_tensor(ctx, "layers.2.attn.q.out", limit=1)
+    message = str(caught[0].message)
+    assert "tensor layers.2.attn.q.out is in layer 2 of 4 identical layers" in message
+    assert "so the re-solve solves the whole model" in message
+    assert "(layers.3.attn.q.out)" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WholeModelResolveWarning)
+        explain_tensor(ctx, "layers.3.attn.q.out", limit=1)
