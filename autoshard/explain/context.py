@@ -255,6 +255,7 @@ def inner_layers(blocks: tuple[tuple[int, ...], ...] | None) -> frozenset[int]:
         return frozenset()
     return frozenset(i for block in blocks[1:-1] for i in block)
 
+
 class WholeModelResolveWarning(UserWarning):
     """Re-solves that pin an op of an inner layer solve the whole model (see
     :func:`inner_layers`): the user is told before they start, with the way round."""
@@ -272,12 +273,14 @@ def warn_if_whole_model(ctx: ExplainContext, node: int, count: int,
     block = next(b for b in blocks if node in b)
     ops = ctx.prepared.ops
     last = ops[blocks[-1][block.index(node)]]
-    what, same = (f"op {ops[node].name}", f"op {last.name}") if output is None else \
-        (f"tensor {ops[node].outputs[output]}", f"tensor {last.outputs[output]}")
+    if output is None:
+        kind, name, same = "op", ops[node].name, last.name
+    else:
+        kind, name, same = "tensor", ops[node].outputs[output], last.outputs[output]
     each = "the re-solve" if count == 1 else f"each of the {count} re-solves"
-    warnings.warn(f"{what} is in layer {blocks.index(block)} of {len(blocks)} identical "
-                  f"layers: pinning it breaks the chain, so {each} solves the whole model, "
-                  "not one layer (85 s each on llama3-70b); pass "
-                  "--time-limit to bound the command or --limit to re-solve fewer, or explain "
-                  f"the same {same.split()[0]} in the last layer ({same.split()[1]}), whose "
-                  "re-solves stay periodic", WholeModelResolveWarning, stacklevel=3)
+    warnings.warn(f"{kind} {name} is in layer {blocks.index(block)} of {len(blocks)} "
+                  f"identical layers: pinning it breaks the chain, so {each} solves the whole "
+                  "model, not one layer (85 s each on llama3-70b); pass --time-limit to bound "
+                  "the command or --limit to re-solve fewer, or explain the same "
+                  f"{kind} in the last layer ({same}), whose re-solves stay periodic",
+                  WholeModelResolveWarning, stacklevel=3)

@@ -19,7 +19,13 @@ import pytest
 import autoshard
 import solver
 import solver.api as solver_api
-from autoshard.explain import explain_context, explain_tensor, fragile, fragile_decisions
+from autoshard.explain import (
+    explain_context,
+    explain_op,
+    explain_tensor,
+    fragile,
+    fragile_decisions,
+)
 from autoshard.explain.alternatives import NOT_RESOLVED
 from autoshard.explain.context import (
     WholeModelResolveWarning,
@@ -226,6 +232,9 @@ def test_a_re_solve_that_leaves_the_chain_is_announced(graph, auto) -> None:
     assert "tensor layers.2.attn.q.out is in layer 2 of 4 identical layers" in message
     assert "so the re-solve solves the whole model" in message
     assert "(layers.3.attn.q.out)" in message
+    with pytest.warns(WholeModelResolveWarning, match=r"op layers\.1\.attn\.q is in layer 1 "
+                      r"of 4 .* explain the same op in the last layer \(layers\.3\.attn\.q\)"):
+        explain_op(ctx, "layers.1.attn.q", limit=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", WholeModelResolveWarning)
         explain_tensor(ctx, "layers.3.attn.q.out", limit=1)
