@@ -10,7 +10,7 @@ bound holds for the whole problem (:mod:`solver.periodic`). A :class:`Window` pr
 concurrent streams by its longest stream (overlap of communication with compute), exactly.
 """
 
-from solver.api import BACKENDS, fitting_plan, solve
+from solver.api import BACKENDS, fitting_plan, plan_error, solve
 from solver.backends.lp import share_cores
 from solver.errors import (
     Infeasible,
@@ -44,6 +44,7 @@ __all__ = [
     "UnknownBackendError",
     "Window",
     "fitting_plan",
+    "plan_error",
     "share_cores",
     "solve",
 ]

@@ -212,20 +212,30 @@ def _polished(problem: ChoiceProblem, answer: Solution,
 
 def _checked_incumbent(problem: ChoiceProblem, incumbent: Sequence[int]
                        ) -> tuple[int, ...]:
-    """``incumbent`` as a tuple, once it is a plan of ``problem``: one option per node, a
-    finite cost, within the memory limit (``ValueError`` naming what is wrong otherwise)."""
+    """``incumbent`` as a tuple, once it is a plan of ``problem`` (:func:`plan_error`;
+    ``ValueError`` naming what is wrong otherwise)."""
     plan = tuple(int(c) for c in incumbent)
+    error = plan_error(problem, plan)
+    if error is not None:
+        raise ValueError(f"the incumbent {error}")
+    return plan
+
+
+def plan_error(problem: ChoiceProblem, choices: Sequence[int]) -> str | None:
+    """What keeps ``choices`` from being a plan of ``problem`` that ``solve(incumbent=)``
+    takes (one option per node, a finite cost, within the memory limit), or None: for a
+    caller holding a plan that may not obey a changed problem (``explain``'s re-solves)."""
+    plan = tuple(int(c) for c in choices)
     if len(plan) != problem.num_nodes or any(
             not 0 <= c < size for c, size in zip(plan, problem.sizes, strict=True)):
-        raise ValueError(f"the incumbent is not a plan of this problem: {len(plan)} choices "
-                         f"for {problem.num_nodes} nodes, or a choice out of its range")
+        return (f"is not a plan of this problem: {len(plan)} choices for "
+                f"{problem.num_nodes} nodes, or a choice out of its range")
     if not math.isfinite(problem.evaluate(plan)):
-        raise ValueError("the incumbent costs inf: some node or edge it takes is impossible")
+        return "costs inf: some node or edge it takes is impossible"
     peak = problem.peak_memory(plan)
     if peak is not None and problem.memory_limit is not None and peak > problem.memory_limit:
-        raise ValueError(f"the incumbent needs {peak:.6g} bytes, above the memory limit "
-                         f"{problem.memory_limit:.6g}")
-    return plan
+        return f"needs {peak:.6g} bytes, above the memory limit {problem.memory_limit:.6g}"
+    return None
 
 
 def _no_dearer(problem: ChoiceProblem, answer: Solution, incumbent: tuple[int, ...]

@@ -370,17 +370,6 @@ def training_step_graph(graph: OpGraph, optimizer: str, recompute: str) -> OpGra
         raise UsageError(f"cannot build the training step of {graph.name}: {exc}") from None
 
 
-def _plan_of(choices: tuple[int, ...] | None, problem: solver.ChoiceProblem
-             ) -> tuple[int, ...] | None:
-    """``choices`` when they are a plan of ``problem`` at a finite cost (one option per
-    node, each allowed by the pins and every edge between them possible), else None."""
-    if choices is None or len(choices) != problem.num_nodes:
-        return None
-    if any(not 0 <= c < size for c, size in zip(choices, problem.sizes, strict=True)):
-        return None
-    return choices if math.isfinite(problem.evaluate(choices)) else None
-
-
 class _Planner:
     """One planning run; holds the per-run caches so that identical ops cost once."""
 
@@ -618,8 +607,8 @@ class _Planner:
         def solve(p: solver.ChoiceProblem, incumbent: tuple[int, ...] | None, lazy: bool,
                   provisional: bool, **more: Any) -> solver.Solution:
             # what .shared_solve asks of each solve: a round's (lazy), a provisional answer
-            if incumbent is None and start_fits:
-                incumbent = _plan_of(self.start, p)
+            if incumbent is None and start_fits and solver.plan_error(p, self.start) is None:
+                incumbent = self.start  # obeys the new pins (explain's single change)
             return solver.solve(p, time_limit=remaining(), backend=options.backend,
                                 gap=options.gap, incumbent=incumbent, early_look=not lazy,
                                 provisional=provisional, **more)
